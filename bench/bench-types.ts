@@ -1,0 +1,61 @@
+/** What the benchmark workers receive and report; shared by run.ts and both workers. */
+import type { WeightDType } from '../src/model/gguf-types.js';
+import type { TestPreset } from '../src/model/test-model.js';
+
+export interface BenchModel {
+  preset: TestPreset;
+  dtype: WeightDType;
+}
+
+export interface BenchJob {
+  modelPath: string;
+  vocabSize: number;
+  threadCount: number;
+  /** repetitions of each measurement in this worker */
+  repetitions: number;
+  promptTokens: number;
+  decodeTokens: number;
+  /** kvfence only: prompt tokens per prefill forward call */
+  prefillChunkTokens: number;
+  streamCounts: number[];
+  /** aggregate decode: steps timed per stream count */
+  aggregateSteps: number;
+  /** kvfence only: measure the isolation overhead and the bandwidth ceiling */
+  extras: boolean;
+}
+
+/** Per-repetition samples; run.ts takes medians across every worker's samples. */
+export interface EngineSamples {
+  prefillTokensPerSecond: number[];
+  decodeTokensPerSecond: number[];
+  /** keyed by stream count */
+  aggregateTokensPerSecond: Record<string, number[]>;
+  info: Record<string, string | number>;
+}
+
+export interface KvfenceExtras {
+  /** seconds per request lifecycle (prefill, decode, release), paired: checked pool vs unchecked */
+  checkedSeconds: number[];
+  uncheckedSeconds: number[];
+  triadGigabytesPerSecond: number[];
+  /** weight bytes one decode step reads */
+  weightBytesPerToken: number;
+}
+
+export interface KvfenceSamples extends EngineSamples {
+  extras?: KvfenceExtras;
+}
+
+export const RESULT_MARKER = 'KVFENCE_BENCH_RESULT ';
+
+/** Deterministic prompt ids, the same for both engines (the vocabulary's first 256 ids are left out: bytes/specials). */
+export function benchPrompt(vocabSize: number, length: number, salt: number): number[] {
+  return Array.from({ length }, (_, i) => 256 + ((i * 7919 + salt * 104_729) % (vocabSize - 256)));
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}

@@ -1,0 +1,66 @@
+/** The benchmark table: medians of every sample, kvfence against llama.cpp, with the targets the project set. */
+import { type EngineSamples, type KvfenceSamples, median } from './bench-types.js';
+
+export interface ModelResult {
+  model: string;
+  kvfence: KvfenceSamples;
+  llama: EngineSamples | undefined;
+}
+
+const fixed = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
+
+function row(cells: string[], widths: number[]): string {
+  return cells.map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ');
+}
+
+export function renderTable(results: readonly ModelResult[], threadCount: number): string {
+  const widths = [12, 30, 10, 10, 7, 16];
+  const lines = [
+    `kvfence (native) vs llama.cpp, ${threadCount} threads each; medians; ratio = kvfence / llama.cpp`,
+    row(['model', 'measure', 'kvfence', 'llama.cpp', 'ratio', 'target'], widths),
+  ];
+  for (const r of results) {
+    const k = r.kvfence;
+    const l = r.llama;
+    const line = (measure: string, mine: number, theirs: number | undefined, target: string) => {
+      const ratio = theirs === undefined ? Number.NaN : mine / theirs;
+      lines.push(row([r.model, measure, fixed(mine), fixed(theirs ?? Number.NaN), fixed(ratio, 2), target], widths));
+    };
+    line('prefill tokens/s', median(k.prefillTokensPerSecond), l && median(l.prefillTokensPerSecond), '>= 0.8');
+    line('decode tokens/s (1 stream)', median(k.decodeTokensPerSecond), l && median(l.decodeTokensPerSecond), '>= 1.0');
+    const llamaSingle = l && median(l.decodeTokensPerSecond);
+    for (const [streams, samples] of Object.entries(k.aggregateTokensPerSecond)) {
+      const mine = median(samples);
+      line(`aggregate decode, ${streams} streams`, mine, l && median(l.aggregateTokensPerSecond[streams] ?? []), '');
+      if (streams === '16' && llamaSingle !== undefined) {
+        lines.push(
+          row([r.model, '  16 streams / llama 1 stream', '', '', fixed(mine / llamaSingle, 2), '>= 2.0'], widths),
+        );
+      }
+    }
+    const x = k.extras;
+    if (x !== undefined) {
+      // paired: each checked lifecycle against the unchecked one run right beside it, so drift in load cancels
+      const overhead = median(x.checkedSeconds.map((t, i) => t / x.uncheckedSeconds[i]!)) - 1;
+      lines.push(
+        row([r.model, 'isolation overhead (checks+scrub)', `${fixed(100 * overhead, 2)}%`, '', '', '<= 3%'], widths),
+      );
+      const triad = median(x.triadGigabytesPerSecond);
+      const decodeGbs = (x.weightBytesPerToken * median(k.decodeTokensPerSecond)) / 1e9;
+      lines.push(
+        row(
+          [
+            r.model,
+            'triad GB/s; decode weight GB/s',
+            fixed(triad),
+            fixed(decodeGbs),
+            fixed(decodeGbs / triad, 2),
+            'fraction',
+          ],
+          widths,
+        ),
+      );
+    }
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,139 @@
+/**
+ * `npm run bench`: kvfence (native backend) against llama.cpp (node-llama-cpp, CPU) on the same generated GGUF files
+ * (cached in .cache/bench/) with the same thread count, side by side in one run. Each engine runs in its own child
+ * process, alternating which goes first round by round; every figure is the median of all repetitions. Prints a table
+ * of ratios and writes everything, samples included, to .cache/bench/latest.json.
+ *
+ *   npm run bench -- [--quick] [--models 135m-f16,15m-q8_0] [--threads 2] [--rounds 2] [--repetitions 3]
+ *                    [--prompt 256] [--decode 64] [--chunk 256] [--streams 1,4,16] [--no-llama]
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { ensureGeneratedModel } from '../src/model/default-model.js';
+import { readGgufHeader } from '../src/model/gguf-read.js';
+import { modelConfigFromGguf } from '../src/model/model-config.js';
+import {
+  type BenchJob,
+  type BenchModel,
+  type EngineSamples,
+  type KvfenceSamples,
+  RESULT_MARKER,
+} from './bench-types.js';
+import { type ModelResult, renderTable } from './report.js';
+
+const CACHE = join('.cache', 'bench');
+const ALL_MODELS = ['15m-f32', '15m-f16', '15m-q8_0', '135m-f32', '135m-f16', '135m-q8_0'];
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    models: { type: 'string' },
+    threads: { type: 'string', default: String(Math.min(2, availableParallelism())) },
+    rounds: { type: 'string' },
+    repetitions: { type: 'string' },
+    prompt: { type: 'string', default: '256' },
+    decode: { type: 'string', default: '64' },
+    chunk: { type: 'string' },
+    streams: { type: 'string', default: '1,4,16' },
+    'no-llama': { type: 'boolean', default: false },
+  },
+});
+
+function positive(name: string, text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} needs a positive integer, got ${text}`);
+  return n;
+}
+
+function parseModel(spec: string): BenchModel {
+  const match = /^(15m|135m|tiny)-(f32|f16|bf16|q8_0)$/.exec(spec);
+  if (match === null)
+    throw new Error(`unknown model ${spec}; use e.g. 135m-f16 (presets 15m, 135m; f32, f16, bf16, q8_0)`);
+  return { preset: match[1] as BenchModel['preset'], dtype: match[2] as BenchModel['dtype'] };
+}
+
+const quick = values.quick === true;
+const models = (values.models ?? (quick ? '135m-f16' : ALL_MODELS.join(','))).split(',').map(parseModel);
+const threadCount = positive('threads', values.threads!);
+const rounds = positive('rounds', values.rounds ?? (quick ? '1' : '2'));
+const repetitions = positive('repetitions', values.repetitions ?? (quick ? '2' : '3'));
+const promptTokens = positive('prompt', values.prompt!);
+const withLlama = values['no-llama'] !== true;
+
+function runWorker<T>(script: string, job: BenchJob, env: NodeJS.ProcessEnv): T {
+  const result = spawnSync(process.execPath, [fileURLToPath(new URL(script, import.meta.url)), JSON.stringify(job)], {
+    env,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+    maxBuffer: 16 * 1024 * 1024,
+    timeout: 30 * 60 * 1000,
+  });
+  const line = (result.stdout ?? '').split('\n').find((l) => l.startsWith(RESULT_MARKER));
+  if (result.status !== 0 || line === undefined)
+    throw new Error(`${script} failed (exit ${result.status ?? result.signal})`);
+  return JSON.parse(line.slice(RESULT_MARKER.length)) as T;
+}
+
+function merge<T extends EngineSamples>(runs: T[]): T {
+  const first = runs[0]!;
+  const merged = structuredClone(first);
+  for (const run of runs.slice(1)) {
+    merged.prefillTokensPerSecond.push(...run.prefillTokensPerSecond);
+    merged.decodeTokensPerSecond.push(...run.decodeTokensPerSecond);
+    for (const [k, v] of Object.entries(run.aggregateTokensPerSecond)) merged.aggregateTokensPerSecond[k]!.push(...v);
+  }
+  return merged;
+}
+
+const results: ModelResult[] = [];
+for (const m of models) {
+  const modelPath = ensureGeneratedModel({ preset: m.preset, arch: 'llama', dtype: m.dtype, seed: 1 }, CACHE);
+  const config = modelConfigFromGguf(readGgufHeader(modelPath).metadata, modelPath);
+  const job: BenchJob = {
+    modelPath,
+    vocabSize: config.vocabSize,
+    threadCount,
+    repetitions,
+    promptTokens,
+    decodeTokens: positive('decode', values.decode!),
+    prefillChunkTokens: positive('chunk', values.chunk ?? String(promptTokens)),
+    streamCounts: values.streams!.split(',').map((s) => positive('streams', s)),
+    aggregateSteps: quick ? 16 : 32,
+    extras: false,
+  };
+  const kvfenceRuns: KvfenceSamples[] = [];
+  const llamaRuns: EngineSamples[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const engines = withLlama ? (round % 2 === 0 ? ['kvfence', 'llama'] : ['llama', 'kvfence']) : ['kvfence'];
+    for (const engine of engines) {
+      process.stderr.write(`bench: ${m.preset} ${m.dtype}: ${engine}, round ${round + 1}/${rounds}\n`);
+      if (engine === 'kvfence') {
+        kvfenceRuns.push(runWorker<KvfenceSamples>('kvfence-worker.js', { ...job, extras: round === 0 }, process.env));
+      } else {
+        llamaRuns.push(runWorker<EngineSamples>('llama-worker.js', job, { ...process.env, UV_THREADPOOL_SIZE: '1' }));
+      }
+    }
+  }
+  const kvfence = merge(kvfenceRuns);
+  const extras = kvfenceRuns[0]!.extras;
+  if (extras !== undefined) kvfence.extras = extras;
+  results.push({ model: `${m.preset} ${m.dtype}`, kvfence, llama: withLlama ? merge(llamaRuns) : undefined });
+}
+
+const report = {
+  date: new Date().toISOString(),
+  command: `npm run bench -- ${process.argv.slice(2).join(' ')}`.trim(),
+  machine: { cpu: cpus()[0]?.model ?? 'unknown', cores: availableParallelism(), loadAverageAtEnd: loadavg() },
+  threadCount,
+  promptTokens,
+  results,
+};
+const table = renderTable(results, threadCount);
+process.stdout.write(`${table}\n`);
+mkdirSync(CACHE, { recursive: true });
+writeFileSync(join(CACHE, 'latest.json'), `${JSON.stringify({ ...report, table: table.split('\n') }, null, 2)}\n`);
+process.stdout.write(`(all samples: ${join(CACHE, 'latest.json')})\n`);

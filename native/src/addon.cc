@@ -1,0 +1,491 @@
+// N-API glue: the one place that trusts nothing. Every argument is checked here — typed-array kinds, lengths against
+// the shapes, every page index against the arena, that outputs do not overlap inputs — before any kernel runs, and a
+// bad call throws a TypeError or RangeError instead of reading or writing out of bounds. Then the call is split into
+// independent tasks for the thread pool (see thread-pool.h); kernels never allocate.
+#include <napi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dispatch.h"
+#include "kernels.h"
+#include "thread-pool.h"
+
+namespace kvf {
+namespace {
+
+constexpr int32_t kThreadCountMax = 256;
+constexpr int64_t kDimMax = int64_t{1} << 24;
+// Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
+constexpr int64_t kInlineWork = int64_t{1} << 15;
+// Output columns per matmul task are a multiple of every tile width (6, 3, 2).
+constexpr int32_t kColumnQuantum = 12;
+
+enum Op { kMatmul, kAttention, kRmsNorm, kRope, kSwiglu, kEmbed, kTriad, kOpCount };
+const char* const kOpNames[kOpCount] = {"matmul", "attention", "rmsNorm", "rope", "swiglu", "embed", "triad"};
+
+template <typename T>
+struct Span {
+  T* data;
+  size_t length;
+  size_t bytes() const { return length * sizeof(T); }
+};
+
+[[noreturn]] void throwType(Napi::Env env, const std::string& message) { throw Napi::TypeError::New(env, message); }
+[[noreturn]] void throwRange(Napi::Env env, const std::string& message) { throw Napi::RangeError::New(env, message); }
+
+template <typename T>
+Span<T> typedArrayArg(const Napi::CallbackInfo& info, size_t index, napi_typedarray_type type, const char* kind,
+                      const char* name) {
+  const napi_env env = info.Env();
+  const napi_value v = info[index];
+  bool isTypedArray = false;
+  napi_typedarray_type actual = napi_int8_array;
+  size_t length = 0;
+  void* data = nullptr;
+  if (napi_is_typedarray(env, v, &isTypedArray) != napi_ok || !isTypedArray ||
+      napi_get_typedarray_info(env, v, &actual, &length, &data, nullptr, nullptr) != napi_ok || actual != type) {
+    throwType(info.Env(), std::string(name) + " must be a " + kind);
+  }
+  // a detached buffer reports no data: treat it as empty, so every length check fails
+  return {static_cast<T*>(data), data == nullptr ? 0 : length};
+}
+
+Span<float> floatsArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
+  return typedArrayArg<float>(info, index, napi_float32_array, "Float32Array", name);
+}
+Span<int32_t> int32sArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
+  return typedArrayArg<int32_t>(info, index, napi_int32_array, "Int32Array", name);
+}
+
+int64_t integerArg(const Napi::CallbackInfo& info, size_t index, const char* name, int64_t min, int64_t max) {
+  const Napi::Value v = info[index];
+  if (!v.IsNumber()) throwType(info.Env(), std::string(name) + " must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= static_cast<double>(min) && d <= static_cast<double>(max)) || d != static_cast<double>(static_cast<int64_t>(d))) {
+    throwRange(info.Env(), std::string(name) + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                               "], got " + std::to_string(d));
+  }
+  return static_cast<int64_t>(d);
+}
+
+void requireLength(Napi::Env env, size_t have, int64_t need, const char* name) {
+  if (static_cast<int64_t>(have) < need) {
+    throwRange(env, std::string(name) + " has " + std::to_string(have) + " elements, needs " + std::to_string(need));
+  }
+}
+
+template <typename A, typename B>
+bool overlaps(Span<A> a, Span<B> b) {
+  const auto* a0 = reinterpret_cast<const uint8_t*>(a.data);
+  const auto* b0 = reinterpret_cast<const uint8_t*>(b.data);
+  return a.bytes() > 0 && b.bytes() > 0 && a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
+}
+
+template <typename A, typename B>
+void requireDisjoint(Napi::Env env, Span<A> out, Span<B> in, const char* outName, const char* inName) {
+  if (overlaps(out, in)) throwRange(env, std::string(outName) + " must not overlap " + inName);
+}
+
+// Weight storage by ggml type code, with its exact expected size.
+struct WeightArg {
+  const void* data;
+  WeightType type;
+  Span<const uint8_t> bytes;
+};
+
+WeightArg weightArg(const Napi::CallbackInfo& info, size_t dataIndex, size_t typeIndex, int64_t inDim, int64_t outDim) {
+  const Napi::Env env = info.Env();
+  const int64_t code = integerArg(info, typeIndex, "weight type", 0, 1000);
+  const int64_t count = inDim * outDim;
+  auto expect = [&](size_t have, int64_t need) {
+    if (static_cast<int64_t>(have) != need) {
+      throwRange(env, "weight data has " + std::to_string(have) + " elements, the shape needs " + std::to_string(need));
+    }
+  };
+  switch (static_cast<WeightType>(code)) {
+    case WeightType::f32: {
+      const auto s = floatsArg(info, dataIndex, "f32 weight data");
+      expect(s.length, count);
+      return {s.data, WeightType::f32, {reinterpret_cast<const uint8_t*>(s.data), s.bytes()}};
+    }
+    case WeightType::f16:
+    case WeightType::bf16: {
+      const auto s = typedArrayArg<uint16_t>(info, dataIndex, napi_uint16_array, "Uint16Array", "f16/bf16 weight data");
+      expect(s.length, count);
+      return {s.data, static_cast<WeightType>(code), {reinterpret_cast<const uint8_t*>(s.data), s.bytes()}};
+    }
+    case WeightType::q8_0: {
+      if (inDim % kQ8BlockSize != 0) throwRange(env, "q8_0 rows must be whole blocks of 32 values");
+      const auto s = typedArrayArg<uint8_t>(info, dataIndex, napi_uint8_array, "Uint8Array", "q8_0 weight data");
+      expect(s.length, count / kQ8BlockSize * kQ8BlockBytes);
+      return {s.data, WeightType::q8_0, {s.data, s.length}};
+    }
+  }
+  throwRange(env, "unsupported weight type code " + std::to_string(code));
+}
+
+class Context : public Napi::ObjectWrap<Context> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "Context",
+                       {
+                           InstanceMethod<&Context::Matmul>("matmul"),
+                           InstanceMethod<&Context::Attention>("attention"),
+                           InstanceMethod<&Context::RmsNorm>("rmsNorm"),
+                           InstanceMethod<&Context::Rope>("rope"),
+                           InstanceMethod<&Context::Swiglu>("swiglu"),
+                           InstanceMethod<&Context::Embed>("embed"),
+                           InstanceMethod<&Context::Triad>("triad"),
+                           InstanceMethod<&Context::CallCounts>("callCounts"),
+                           InstanceMethod<&Context::SetIsa>("setIsa"),
+                           InstanceMethod<&Context::Close>("close"),
+                           InstanceAccessor<&Context::Isa>("isa"),
+                           InstanceAccessor<&Context::SupportedIsas>("supportedIsas"),
+                           InstanceAccessor<&Context::ThreadCount>("threadCount"),
+                       });
+  }
+
+  // new Context(threadCount)
+  explicit Context(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Context>(info) {
+    const auto threads = static_cast<int32_t>(integerArg(info, 0, "threadCount", 1, kThreadCountMax));
+    supported_ = supportedKernels();
+    kernels_ = supported_.front();
+    pool_ = std::make_unique<ThreadPool>(threads);
+  }
+
+ private:
+  const KernelTable& kernels(Napi::Env env) {
+    if (!pool_) throwType(env, "the native backend was closed");
+    return *kernels_;
+  }
+
+  // matmul(out, x, rowCount, weightData, weightType, inDim, outDim)
+  Napi::Value Matmul(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    const KernelTable& k = kernels(env);
+    const auto out = floatsArg(info, 0, "out");
+    const auto x = floatsArg(info, 1, "x");
+    const int64_t rowCount = integerArg(info, 2, "rowCount", 0, kDimMax);
+    const int64_t inDim = integerArg(info, 5, "inDim", 1, kDimMax);
+    const int64_t outDim = integerArg(info, 6, "outDim", 1, kDimMax);
+    const WeightArg w = weightArg(info, 3, 4, inDim, outDim);
+    requireLength(env, x.length, rowCount * inDim, "x");
+    requireLength(env, out.length, rowCount * outDim, "out");
+    requireDisjoint(env, out, x, "out", "x");
+    requireDisjoint(env, out, w.bytes, "out", "the weights");
+    counts_[kMatmul]++;
+    if (rowCount == 0) return env.Undefined();
+    int32_t chunk = static_cast<int32_t>(outDim);
+    if (rowCount * inDim * outDim >= kInlineWork && pool_->threadCount() > 1) {
+      // two tasks a thread: long sequential weight streams, and slack for a thread that starts late
+      const int64_t perTask = (outDim + pool_->threadCount() * 2 - 1) / (pool_->threadCount() * 2);
+      chunk = static_cast<int32_t>(std::min(outDim, (perTask + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum));
+    }
+    struct Job {
+      MatmulArgs args;
+      int32_t chunk;
+      const KernelTable* k;
+    };
+    const Job job{{out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
+                   static_cast<int32_t>(outDim)},
+                  chunk, &k};
+    const auto tasks = static_cast<int32_t>((outDim + chunk - 1) / chunk);
+    pool_->run(tasks, [](const void* c, int32_t t) {
+      const auto* j = static_cast<const Job*>(c);
+      const int32_t begin = t * j->chunk;
+      j->k->matmul(j->args, begin, std::min(begin + j->chunk, j->args.outDim));
+    }, &job);
+    return env.Undefined();
+  }
+
+  // attention(out, q, rowCount, kvLengths, pageTables, pageTableStarts,
+  //           layer, layerCount, headCount, kvHeadCount, headDim, pageSize, kvDim, floatsPerPage, arena)
+  Napi::Value Attention(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    const KernelTable& k = kernels(env);
+    const auto out = floatsArg(info, 0, "out");
+    const auto q = floatsArg(info, 1, "q");
+    const int64_t rowCount = integerArg(info, 2, "rowCount", 0, kDimMax);
+    const auto kvLengths = int32sArg(info, 3, "kvLengths");
+    const auto pageTables = int32sArg(info, 4, "pageTables");
+    const auto pageTableStarts = int32sArg(info, 5, "pageTableStarts");
+    const int64_t layerCount = integerArg(info, 7, "layerCount", 1, 1 << 16);
+    const int64_t layer = integerArg(info, 6, "layer", 0, layerCount - 1);
+    const int64_t headCount = integerArg(info, 8, "headCount", 1, 1 << 16);
+    const int64_t kvHeadCount = integerArg(info, 9, "kvHeadCount", 1, headCount);
+    const int64_t headDim = integerArg(info, 10, "headDim", 1, kHeadDimMax);
+    const int64_t pageSize = integerArg(info, 11, "pageSize", 1, 1 << 16);
+    const int64_t kvDim = integerArg(info, 12, "kvDim", 1, kDimMax);
+    const int64_t floatsPerPage = integerArg(info, 13, "floatsPerPage", 1, int64_t{1} << 40);
+    const auto arena = floatsArg(info, 14, "arena");
+    if (headCount % kvHeadCount != 0) throwRange(env, "headCount must be a multiple of kvHeadCount");
+    if (kvDim != kvHeadCount * headDim) throwRange(env, "kvDim must be kvHeadCount * headDim");
+    if (floatsPerPage != layerCount * 2 * pageSize * kvDim) throwRange(env, "floatsPerPage does not match the layout");
+    const int64_t qDim = headCount * headDim;
+    requireLength(env, q.length, rowCount * qDim, "q");
+    requireLength(env, out.length, rowCount * qDim, "out");
+    requireLength(env, kvLengths.length, rowCount, "kvLengths");
+    requireLength(env, pageTableStarts.length, rowCount, "pageTableStarts");
+    requireDisjoint(env, out, q, "out", "q");
+    requireDisjoint(env, out, arena, "out", "the arena");
+    const int64_t pageCount = static_cast<int64_t>(arena.length) / floatsPerPage;
+    int64_t work = 0;
+    for (int64_t r = 0; r < rowCount; r++) {
+      const int64_t kvLength = kvLengths.data[r];
+      const int64_t start = pageTableStarts.data[r];
+      if (kvLength < 1) throwRange(env, "row " + std::to_string(r) + " attends over no positions");
+      const int64_t pages = (kvLength + pageSize - 1) / pageSize;
+      if (start < 0 || start + pages > static_cast<int64_t>(pageTables.length)) {
+        throwRange(env, "row " + std::to_string(r) + "'s page table runs past pageTables");
+      }
+      for (int64_t i = 0; i < pages; i++) {
+        const int64_t page = pageTables.data[start + i];
+        if (page < 0 || page >= pageCount) {
+          throwRange(env, "row " + std::to_string(r) + " names page " + std::to_string(page) + ", outside the arena's " +
+                              std::to_string(pageCount) + " pages");
+        }
+      }
+      work += kvLength;
+    }
+    counts_[kAttention]++;
+    struct Job {
+      AttentionArgs args;
+      const KernelTable* k;
+    };
+    const Job job{{out.data, q.data, arena.data, kvLengths.data, pageTables.data, pageTableStarts.data,
+                   static_cast<int32_t>(layer), static_cast<int32_t>(headCount), static_cast<int32_t>(kvHeadCount),
+                   static_cast<int32_t>(headDim), static_cast<int32_t>(pageSize), static_cast<int32_t>(kvDim), floatsPerPage},
+                  &k};
+    // one task: a row's query heads of one KV head, at most kAttentionHeadsMax of them
+    const int64_t group = headCount / kvHeadCount;
+    const int64_t partsPerGroup = (group + kAttentionHeadsMax - 1) / kAttentionHeadsMax;
+    const int64_t tasks = rowCount * kvHeadCount * partsPerGroup;
+    if (tasks > INT32_MAX) throwRange(env, "too many attention tasks in one call");
+    struct Task {
+      Job job;
+      int32_t group;
+      int32_t partsPerGroup;
+    };
+    const Task task{job, static_cast<int32_t>(group), static_cast<int32_t>(partsPerGroup)};
+    auto one = [](const void* c, int32_t t) {
+      const auto* j = static_cast<const Task*>(c);
+      const int32_t perRow = j->job.args.kvHeadCount * j->partsPerGroup;
+      const int32_t row = t / perRow;
+      const int32_t kvHead = (t % perRow) / j->partsPerGroup;
+      const int32_t part = t % j->partsPerGroup;
+      const int32_t firstHead = kvHead * j->group + part * kAttentionHeadsMax;
+      const int32_t heads = std::min(kAttentionHeadsMax, j->group - part * kAttentionHeadsMax);
+      j->job.k->attention(j->job.args, row, firstHead, heads);
+    };
+    if (work * qDim * 2 < kInlineWork) {
+      for (int32_t t = 0; t < static_cast<int32_t>(tasks); t++) one(&task, t);
+    } else {
+      pool_->run(static_cast<int32_t>(tasks), one, &task);
+    }
+    return env.Undefined();
+  }
+
+  // Splits rows [0, rowCount) into tasks of about kInlineWork values each (one task when small).
+  template <typename Fn>
+  void forRows(int64_t rowCount, int64_t valuesPerRow, const Fn& fn) {
+    const int64_t rowsPerTask = std::max<int64_t>(1, kInlineWork / std::max<int64_t>(1, valuesPerRow));
+    struct Job {
+      const Fn* fn;
+      int64_t rowsPerTask;
+      int64_t rowCount;
+    };
+    const Job job{&fn, rowsPerTask, rowCount};
+    pool_->run(static_cast<int32_t>((rowCount + rowsPerTask - 1) / rowsPerTask), [](const void* c, int32_t t) {
+      const auto* j = static_cast<const Job*>(c);
+      const int64_t begin = t * j->rowsPerTask;
+      (*j->fn)(begin, std::min(begin + j->rowsPerTask, j->rowCount));
+    }, &job);
+  }
+
+  // rmsNorm(out, x, rowCount, weight, eps): out may be x itself, never a partial overlap
+  Napi::Value RmsNorm(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    const KernelTable& k = kernels(env);
+    const auto out = floatsArg(info, 0, "out");
+    const auto x = floatsArg(info, 1, "x");
+    const int64_t rowCount = integerArg(info, 2, "rowCount", 0, kDimMax);
+    const auto weight = floatsArg(info, 3, "weight");
+    if (!info[4].IsNumber()) throwType(env, "eps must be a number");
+    const double eps = info[4].As<Napi::Number>().DoubleValue();
+    const auto dim = static_cast<int64_t>(weight.length);
+    if (dim < 1 || dim > kDimMax) throwRange(env, "weight must hold between 1 and 2^24 values");
+    requireLength(env, x.length, rowCount * dim, "x");
+    requireLength(env, out.length, rowCount * dim, "out");
+    if (out.data != x.data) requireDisjoint(env, out, x, "out", "x");
+    requireDisjoint(env, out, weight, "out", "weight");
+    counts_[kRmsNorm]++;
+    forRows(rowCount, dim, [&](int64_t begin, int64_t end) {
+      k.rmsNorm(out.data, x.data, weight.data, static_cast<int32_t>(dim), eps, static_cast<int32_t>(begin),
+                static_cast<int32_t>(end));
+    });
+    return env.Undefined();
+  }
+
+  // rope(x, rowCount, headCount, headDim, ropeDim, positions, cosSin, tablePositions, neox)
+  Napi::Value Rope(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    const KernelTable& k = kernels(env);
+    const auto x = floatsArg(info, 0, "x");
+    const int64_t rowCount = integerArg(info, 1, "rowCount", 0, kDimMax);
+    const int64_t headCount = integerArg(info, 2, "headCount", 1, 1 << 16);
+    const int64_t headDim = integerArg(info, 3, "headDim", 1, kDimMax);
+    const int64_t ropeDim = integerArg(info, 4, "ropeDim", 0, headDim);
+    const auto positions = int32sArg(info, 5, "positions");
+    const auto cosSin = typedArrayArg<double>(info, 6, napi_float64_array, "Float64Array", "cosSin");
+    const int64_t tablePositions = integerArg(info, 7, "tablePositions", 0, int64_t{1} << 31);
+    const int64_t neox = integerArg(info, 8, "neox", 0, 1);
+    if (ropeDim % 2 != 0) throwRange(env, "ropeDim must be even");
+    requireLength(env, x.length, rowCount * headCount * headDim, "x");
+    requireLength(env, positions.length, rowCount, "positions");
+    requireLength(env, cosSin.length, tablePositions * ropeDim, "cosSin");
+    for (int64_t r = 0; r < rowCount; r++) {
+      if (positions.data[r] < 0 || positions.data[r] >= tablePositions) {
+        throwRange(env, "position " + std::to_string(positions.data[r]) + " is outside the cos/sin table");
+      }
+    }
+    counts_[kRope]++;
+    const RopeArgs args{x.data, positions.data, cosSin.data, static_cast<int32_t>(headCount), static_cast<int32_t>(headDim),
+                        static_cast<int32_t>(ropeDim), static_cast<int32_t>(neox)};
+    forRows(rowCount, headCount * ropeDim * 4, [&](int64_t begin, int64_t end) {
+      k.rope(args, static_cast<int32_t>(begin), static_cast<int32_t>(end));
+    });
+    return env.Undefined();
+  }
+
+  // swiglu(gate, up, n)
+  Napi::Value Swiglu(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    const KernelTable& k = kernels(env);
+    const auto gate = floatsArg(info, 0, "gate");
+    const auto up = floatsArg(info, 1, "up");
+    const int64_t n = integerArg(info, 2, "n", 0, int64_t{1} << 40);
+    requireLength(env, gate.length, n, "gate");
+    requireLength(env, up.length, n, "up");
+    requireDisjoint(env, gate, up, "gate", "up");
+    counts_[kSwiglu]++;
+    forRows(n, 8, [&](int64_t begin, int64_t end) { k.swiglu(gate.data, up.data, begin, end); });
+    return env.Undefined();
+  }
+
+  // embed(out, tokens, weightData, weightType, inDim, outDim)
+  Napi::Value Embed(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    const KernelTable& k = kernels(env);
+    const auto out = floatsArg(info, 0, "out");
+    const auto tokens = int32sArg(info, 1, "tokens");
+    const int64_t inDim = integerArg(info, 4, "inDim", 1, kDimMax);
+    const int64_t outDim = integerArg(info, 5, "outDim", 1, kDimMax);
+    const WeightArg w = weightArg(info, 2, 3, inDim, outDim);
+    requireLength(env, out.length, static_cast<int64_t>(tokens.length) * inDim, "out");
+    requireDisjoint(env, out, w.bytes, "out", "the weights");
+    for (size_t r = 0; r < tokens.length; r++) {
+      if (tokens.data[r] < 0 || tokens.data[r] >= outDim) {
+        throwRange(env, "token " + std::to_string(tokens.data[r]) + " outside the vocabulary of " + std::to_string(outDim));
+      }
+    }
+    counts_[kEmbed]++;
+    for (size_t r = 0; r < tokens.length; r++) {
+      k.embedRow(out.data + r * static_cast<size_t>(inDim), w.data, w.type, static_cast<int32_t>(inDim), tokens.data[r]);
+    }
+    return env.Undefined();
+  }
+
+  // triad(a, b, c, s): a = b + s * c over equal lengths, each thread one contiguous slice (STREAM's split)
+  Napi::Value Triad(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    const KernelTable& k = kernels(env);
+    const auto a = floatsArg(info, 0, "a");
+    const auto b = floatsArg(info, 1, "b");
+    const auto c = floatsArg(info, 2, "c");
+    if (!info[3].IsNumber()) throwType(env, "s must be a number");
+    const auto s = static_cast<float>(info[3].As<Napi::Number>().DoubleValue());
+    if (b.length != a.length || c.length != a.length) throwRange(env, "triad arrays must have equal lengths");
+    requireDisjoint(env, a, b, "a", "b");
+    requireDisjoint(env, a, c, "a", "c");
+    counts_[kTriad]++;
+    struct Job {
+      const KernelTable* k;
+      float* a;
+      const float* b;
+      const float* c;
+      float s;
+      int64_t n;
+      int32_t parts;
+    };
+    const Job job{&k, a.data, b.data, c.data, s, static_cast<int64_t>(a.length), pool_->threadCount()};
+    pool_->run(job.parts, [](const void* p, int32_t t) {
+      const auto* j = static_cast<const Job*>(p);
+      const int64_t per = (j->n / j->parts + 15) / 16 * 16;
+      const int64_t begin = std::min(j->n, t * per);
+      j->k->triad(j->a, j->b, j->c, j->s, begin, t + 1 == j->parts ? j->n : std::min(j->n, begin + per));
+    }, &job);
+    return env.Undefined();
+  }
+
+  // callCounts(): kernel calls that passed validation, by kind — proof that the native path ran
+  Napi::Value CallCounts(const Napi::CallbackInfo& info) {
+    Napi::Object counts = Napi::Object::New(info.Env());
+    for (int op = 0; op < kOpCount; op++) counts.Set(kOpNames[op], Napi::Number::New(info.Env(), static_cast<double>(counts_[op])));
+    return counts;
+  }
+
+  // setIsa(name): run another supported kernel table (tests compare them bit for bit)
+  Napi::Value SetIsa(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    if (!info[0].IsString()) throwType(env, "setIsa needs an instruction set name");
+    const std::string name = info[0].As<Napi::String>().Utf8Value();
+    for (const KernelTable* t : supported_) {
+      if (name == t->name) {
+        kernels_ = t;
+        return env.Undefined();
+      }
+    }
+    throwRange(env, "instruction set " + name + " is not supported on this CPU");
+  }
+
+  Napi::Value Close(const Napi::CallbackInfo& info) {
+    pool_.reset();
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Isa(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), kernels_->name); }
+
+  Napi::Value SupportedIsas(const Napi::CallbackInfo& info) {
+    Napi::Array names = Napi::Array::New(info.Env(), supported_.size());
+    for (uint32_t i = 0; i < supported_.size(); i++) names.Set(i, Napi::String::New(info.Env(), supported_[i]->name));
+    return names;
+  }
+
+  Napi::Value ThreadCount(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), pool_ ? pool_->threadCount() : 0);
+  }
+
+  std::vector<const KernelTable*> supported_;
+  const KernelTable* kernels_ = nullptr;
+  std::unique_ptr<ThreadPool> pool_;
+  uint64_t counts_[kOpCount] = {};
+};
+
+}  // namespace
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("Context", Context::Define(env));
+  exports.Set("abiVersion", Napi::Number::New(env, 1));
+  return exports;
+}
+
+}  // namespace kvf
+
+static Napi::Object InitKvfenceNative(Napi::Env env, Napi::Object exports) { return kvf::Init(env, exports); }
+
+NODE_API_MODULE(kvfence_native, InitKvfenceNative)

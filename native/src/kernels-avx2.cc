@@ -1,0 +1,51 @@
+// The AVX2 kernels (with FMA and F16C). Compiled for that target whatever the build machine's
+// default; the dispatcher calls them only when the CPU reports every one of these features.
+#include "kernels.h"
+
+#if defined(__x86_64__)
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "uninitialized"): a known false positive.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+namespace kvf {
+namespace avx2 {
+// 2 rows × 3 outputs: each V16 is two registers, so 12 accumulators + 2 x + 1 w of the 16
+#define KVF_TILE_ROWS 2
+#define KVF_TILE_COLS 3
+#include "simd-avx2.h"
+#include "kernels-body.inc"
+#undef KVF_TILE_ROWS
+#undef KVF_TILE_COLS
+}  // namespace avx2
+
+const KernelTable* kernelsAvx2() {
+  static const KernelTable table = avx2::makeTable("avx2");
+  return &table;
+}
+}  // namespace kvf
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#else
+namespace kvf {
+const KernelTable* kernelsAvx2() { return nullptr; }
+}  // namespace kvf
+#endif

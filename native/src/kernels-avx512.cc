@@ -1,0 +1,51 @@
+// The AVX-512 kernels (F, BW, VL, DQ; with FMA and F16C). Compiled for that target whatever the build machine's
+// default; the dispatcher calls them only when the CPU reports every one of these features.
+#include "kernels.h"
+
+#if defined(__x86_64__)
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "uninitialized"): a known false positive.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+namespace kvf {
+namespace avx512 {
+// 4 rows × 6 outputs: 24 accumulators + 4 x + 1 w of the 32 registers
+#define KVF_TILE_ROWS 4
+#define KVF_TILE_COLS 6
+#include "simd-avx512.h"
+#include "kernels-body.inc"
+#undef KVF_TILE_ROWS
+#undef KVF_TILE_COLS
+}  // namespace avx512
+
+const KernelTable* kernelsAvx512() {
+  static const KernelTable table = avx512::makeTable("avx512");
+  return &table;
+}
+}  // namespace kvf
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#else
+namespace kvf {
+const KernelTable* kernelsAvx512() { return nullptr; }
+}  // namespace kvf
+#endif

@@ -1,0 +1,25 @@
+// The portable kernels: plain C++ over 16-lane arrays, for CPUs without AVX2 and for other architectures. Built with
+// the compiler's baseline target; the same arithmetic per lane as the SIMD paths.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "kernels.h"
+
+namespace kvf {
+namespace portable {
+#define KVF_TILE_ROWS 2
+#define KVF_TILE_COLS 2
+#include "simd-portable.h"
+#include "kernels-body.inc"
+#undef KVF_TILE_ROWS
+#undef KVF_TILE_COLS
+}  // namespace portable
+
+const KernelTable* kernelsPortable() {
+  static const KernelTable table = portable::makeTable("portable");
+  return &table;
+}
+}  // namespace kvf

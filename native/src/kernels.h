@@ -1,0 +1,83 @@
+// The kernel table: one implementation per instruction set (AVX-512, AVX2+FMA+F16C, portable), chosen once at load.
+// Kernels never allocate and never check arguments: the N-API glue (addon.cc) validates every length, index and page
+// before a kernel runs. Each kernel computes a range of independent work items (output columns, rows, (row, head)
+// pairs), so the glue can split a call over threads without changing any value.
+//
+// Numerics shared by every implementation (see docs/native.md): dot products use 16 "virtual lanes" — lane j sums
+// the products of inputs k ≡ j (mod 16), in increasing k, with fused multiply-add — then a fixed pairwise tree
+// (j + j+8, j + j+4, j + j+2, j + j+1). AVX-512 holds the 16 lanes in one register, AVX2 in two, the portable path in
+// an array, so all three give the same bits, and no value depends on how many rows share a call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvf {
+
+// ggml's type codes, as in src/model/gguf-types.ts GGML_TYPE_CODES.
+enum class WeightType : int32_t { f32 = 0, f16 = 1, q8_0 = 8, bf16 = 30 };
+
+constexpr int kQ8BlockSize = 32;
+constexpr int kQ8BlockBytes = 34;
+constexpr int kHeadDimMax = 1024;      // attention keeps its heads' accumulators on the stack
+constexpr int kAttentionHeadsMax = 4;  // query heads of one KV head that one attention call handles together
+
+struct MatmulArgs {
+  float* out;        // (rowCount, outDim)
+  const float* x;    // (rowCount, inDim)
+  const void* w;     // (outDim rows, inDim) in `type` storage
+  WeightType type;
+  int32_t rowCount;
+  int32_t inDim;
+  int32_t outDim;
+};
+
+struct AttentionArgs {
+  float* out;                     // (rowCount, headCount*headDim)
+  const float* q;                 // (rowCount, headCount*headDim)
+  const float* arena;             // the KV pool's arena
+  const int32_t* kvLengths;       // (rowCount)
+  const int32_t* pageTables;      // concatenated page tables
+  const int32_t* pageTableStarts; // (rowCount)
+  int32_t layer;
+  int32_t headCount;
+  int32_t kvHeadCount;
+  int32_t headDim;
+  int32_t pageSize;
+  int32_t kvDim;
+  int64_t floatsPerPage;
+};
+
+struct RopeArgs {
+  float* x;                // (rowCount, headCount*headDim)
+  const int32_t* positions;  // (rowCount)
+  const double* cosSin;    // (positions, ropeDim/2, 2): cos and sin of pos * theta^(-2i/ropeDim)
+  int32_t headCount;
+  int32_t headDim;
+  int32_t ropeDim;
+  int32_t neox;            // 0: rotate (x[2i], x[2i+1]); 1: rotate (x[i], x[i + ropeDim/2])
+};
+
+struct KernelTable {
+  const char* name;
+  // outputs [oBegin, oEnd) of every row
+  void (*matmul)(const MatmulArgs& a, int32_t oBegin, int32_t oEnd);
+  // heads [firstHead, firstHead + heads) of one row, all of one KV head, heads <= kAttentionHeadsMax
+  void (*attention)(const AttentionArgs& a, int32_t row, int32_t firstHead, int32_t heads);
+  // rows [rBegin, rEnd)
+  void (*rmsNorm)(float* out, const float* x, const float* weight, int32_t dim, double eps, int32_t rBegin, int32_t rEnd);
+  void (*rope)(const RopeArgs& a, int32_t rBegin, int32_t rEnd);
+  // elements [begin, end)
+  void (*swiglu)(float* gate, const float* up, int64_t begin, int64_t end);
+  // out (inDim) = row `token` of w
+  void (*embedRow)(float* out, const void* w, WeightType type, int32_t inDim, int32_t token);
+  // a[i] = b[i] + s * c[i] for i in [begin, end): STREAM's triad
+  void (*triad)(float* a, const float* b, const float* c, float s, int64_t begin, int64_t end);
+};
+
+// nullptr where the build target cannot have them (not x86-64); whether the CPU can run them is dispatch.cc's question
+const KernelTable* kernelsAvx512();
+const KernelTable* kernelsAvx2();
+const KernelTable* kernelsPortable();
+
+}  // namespace kvf

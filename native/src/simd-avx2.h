@@ -1,0 +1,105 @@
+// 16 f32 lanes in two AVX2 registers: lo holds lanes 0..7, hi lanes 8..15. Every operation is the same IEEE operation
+// per lane as in simd-avx512.h, so both paths give the same bits. Included only by kernels-avx2.cc.
+#pragma once
+
+// (included inside a namespace: the including file has already included the system headers)
+
+struct V16 {
+  __m256 lo;
+  __m256 hi;
+};
+
+static inline V16 vzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+static inline V16 vset1(float s) { return {_mm256_set1_ps(s), _mm256_set1_ps(s)}; }
+static inline V16 vload(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+static inline V16 vloadPartial(const float* p, int n) {
+  alignas(32) float t[16] = {};
+  std::memcpy(t, p, sizeof(float) * static_cast<size_t>(n));
+  return vload(t);
+}
+static inline void vstore(float* p, V16 a) {
+  _mm256_storeu_ps(p, a.lo);
+  _mm256_storeu_ps(p + 8, a.hi);
+}
+static inline void vstorePartial(float* p, V16 a, int n) {
+  alignas(32) float t[16];
+  vstore(t, a);
+  std::memcpy(p, t, sizeof(float) * static_cast<size_t>(n));
+}
+
+static inline V16 vloadF16(const uint16_t* p) {
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
+}
+static inline V16 vloadF16Partial(const uint16_t* p, int n) {
+  alignas(32) uint16_t t[16] = {};
+  std::memcpy(t, p, sizeof(uint16_t) * static_cast<size_t>(n));
+  return vloadF16(t);
+}
+static inline __m256 bf16Widen8(const uint16_t* p) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+static inline V16 vloadBF16(const uint16_t* p) { return {bf16Widen8(p), bf16Widen8(p + 8)}; }
+static inline V16 vloadBF16Partial(const uint16_t* p, int n) {
+  alignas(32) uint16_t t[16] = {};
+  std::memcpy(t, p, sizeof(uint16_t) * static_cast<size_t>(n));
+  return vloadBF16(t);
+}
+static inline __m256 q8Widen8(const int8_t* q) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
+}
+static inline V16 vloadQ8(const int8_t* q, float d) {
+  const __m256 s = _mm256_set1_ps(d);
+  return {_mm256_mul_ps(q8Widen8(q), s), _mm256_mul_ps(q8Widen8(q + 8), s)};
+}
+static inline float f16Scalar(uint16_t h) { return _cvtsh_ss(h); }
+
+#define KVF_V16_BINARY(name, op) \
+  static inline V16 name(V16 a, V16 b) { return {op(a.lo, b.lo), op(a.hi, b.hi)}; }
+KVF_V16_BINARY(vadd, _mm256_add_ps)
+KVF_V16_BINARY(vsub, _mm256_sub_ps)
+KVF_V16_BINARY(vmul, _mm256_mul_ps)
+KVF_V16_BINARY(vdiv, _mm256_div_ps)
+KVF_V16_BINARY(vmin, _mm256_min_ps)
+KVF_V16_BINARY(vmax, _mm256_max_ps)
+#undef KVF_V16_BINARY
+
+static inline V16 vfma(V16 a, V16 b, V16 c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+static inline V16 vround(V16 a) {
+  constexpr int kMode = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  return {_mm256_round_ps(a.lo, kMode), _mm256_round_ps(a.hi, kMode)};
+}
+static inline __m256 pow2i8(__m256 n) {
+  const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+}
+static inline V16 vpow2i(V16 n) { return {pow2i8(n.lo), pow2i8(n.hi)}; }
+
+static inline float vhsum(V16 a) {
+  const __m256 s8 = _mm256_add_ps(a.lo, a.hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+static inline float vhmax(V16 a) {
+  const __m256 m8 = _mm256_max_ps(a.lo, a.hi);
+  const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+}
+
+// lanes n..15 = fill
+static inline V16 vloadPartialFill(const float* p, int n, float fill) {
+  alignas(64) float t[16];
+  for (int j = 0; j < 16; j++) t[j] = j < n ? p[j] : fill;
+  return vload(t);
+}
+
+// lane i = vhsum(d[i])
+static inline V16 vhsum16(const V16* d) {
+  alignas(64) float t[16];
+  for (int j = 0; j < 16; j++) t[j] = vhsum(d[j]);
+  return vload(t);
+}

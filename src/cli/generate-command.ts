@@ -1,0 +1,99 @@
+/** `kvfence generate`: one prompt through the model, printing the text and prefill/decode speeds (or one JSON object). */
+import type { Command } from 'commander';
+import { ForwardPass } from '../compute/forward.js';
+import { BACKEND_PREFERENCES, type BackendPreference, selectBackend } from '../compute/select-backend.js';
+import { generate } from '../engine/generate.js';
+import { GREEDY } from '../engine/sampler.js';
+import { makeKvLayout, pagesForTokens } from '../kv/kv-layout.js';
+import { PagePool } from '../kv/page-pool.js';
+import { renderChatTemplate } from '../model/chat-template.js';
+import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
+import { type LoadedModel, loadModel } from '../model/load-model.js';
+import { KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
+import { parseChoice, parseInteger, parseNumber } from './options.js';
+
+interface GenerateCliOptions {
+  model?: string;
+  prompt: string;
+  tokens: number;
+  chat?: boolean;
+  temperature: number;
+  topK: number;
+  topP: number;
+  seed: number;
+  json?: boolean;
+  pageSize: number;
+  chunk: number;
+  backend: BackendPreference;
+}
+
+export function addGenerateCommand(program: Command): void {
+  program
+    .command('generate')
+    .description('generate text for one prompt (the embedded model unless --model is given)')
+    .option('--model <file>', 'GGUF model file (default: the embedded generated model)')
+    .requiredOption('--prompt <text>', 'prompt text')
+    .option('-n, --tokens <n>', 'tokens to generate', parseInteger(1, LIMITS.generateTokensMax), 32)
+    .option('--chat', "wrap the prompt as a user message in the model's chat template")
+    .option('--temperature <t>', 'sampling temperature (0: greedy)', parseNumber(0, 100), 0)
+    .option('--top-k <k>', 'keep the k most likely tokens (0: all)', parseInteger(0, LIMITS.vocabSizeMax), 0)
+    .option('--top-p <p>', 'keep the smallest set with this much probability', parseNumber(1e-6, 1), 1)
+    .option('--seed <s>', 'sampling seed', parseInteger(0, 2 ** 32 - 1), 0)
+    .option('--page-size <tokens>', 'KV page size in tokens', parseInteger(1, 4096), 16)
+    .option('--chunk <tokens>', 'prefill chunk size in tokens', parseInteger(1, 1 << 16), 64)
+    .option('--backend <kind>', 'auto (native if built), native or reference', parseChoice(BACKEND_PREFERENCES), 'auto')
+    .option('--json', 'print one JSON object instead of text')
+    .action((o: GenerateCliOptions) => runGenerate(o));
+}
+
+function promptTokens(model: LoadedModel, o: GenerateCliOptions): number[] {
+  const { tokenizer } = model;
+  if (o.chat !== true) return tokenizer.encode(o.prompt, { addSpecial: true });
+  if (model.chatTemplate === undefined) throw new KvfenceError('invalid_request_error', `${model.path} has no chat template; drop --chat`);
+  const text = renderChatTemplate(model.chatTemplate, [{ role: 'user', content: o.prompt }], {
+    addGenerationPrompt: true,
+    bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : '',
+    eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : '',
+  });
+  return tokenizer.encode(text, { addSpecial: false, parseSpecial: true });
+}
+
+function runGenerate(o: GenerateCliOptions): void {
+  const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL));
+  const prompt = promptTokens(model, o);
+  const c = model.config;
+  const layout = makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, o.pageSize);
+  const pool = new PagePool(layout, Math.max(1, pagesForTokens(layout, Math.min(prompt.length + o.tokens, c.contextLength))));
+  const backend = selectBackend(o.backend, (line) => process.stderr.write(`${line}\n`));
+  const forward = new ForwardPass(model, backend, pool);
+  const decoder = new TextDecoder('utf-8');
+  const result = generate(forward, prompt, {
+    maxTokens: o.tokens,
+    sampling: o.temperature === 0 ? GREEDY : { temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed },
+    prefillChunkTokens: o.chunk,
+    isStopToken: (id) => model.tokenizer.isEndOfGeneration(id),
+    ...(o.json === true ? {} : { onToken: (id: number) => process.stdout.write(decoder.decode(model.tokenizer.decodeBytes([id]), { stream: true })) }),
+  });
+  const prefillTokensPerSecond = prompt.length / (result.prefillMs / 1000);
+  const decodeTokensPerSecond = result.tokens.length > 1 ? (result.tokens.length - 1) / (result.decodeMs / 1000) : 0;
+  if (o.json === true) {
+    const json = {
+      model: model.path,
+      promptTokens: result.promptTokens,
+      tokens: result.tokens,
+      logprobs: result.logprobs,
+      text: model.tokenizer.decode(result.tokens),
+      finishReason: result.finishReason,
+      prefillTokensPerSecond,
+      decodeTokensPerSecond,
+    };
+    process.stdout.write(`${JSON.stringify(json)}\n`);
+    return;
+  }
+  process.stdout.write(`${decoder.decode()}\n`);
+  process.stderr.write(
+    `[${prompt.length} prompt tokens: ${prefillTokensPerSecond.toFixed(1)} tokens/s prefill; ` +
+      `${result.tokens.length} generated: ${decodeTokensPerSecond.toFixed(1)} tokens/s decode; finish: ${result.finishReason}]\n`,
+  );
+}

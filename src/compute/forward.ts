@@ -1,0 +1,195 @@
+/**
+ * The batched forward pass: one call runs new tokens of several sequences (prefill chunks and decode steps alike),
+ * writes their K/V into each sequence's own pages and attends over them. Reads top to bottom, one step per line.
+ *
+ * Before a sequence joins the batch its page table passes the pool's I3 check; a sequence that fails is left out of
+ * the batch and reported with its error, so one bad sequence never affects another.
+ */
+import { kvOffset } from '../kv/kv-layout.js';
+import type { PagePool } from '../kv/page-pool.js';
+import type { PageTable } from '../kv/page-table.js';
+import type { ModelConfig } from '../model/model-config.js';
+import type { ModelWeights } from '../model/weights.js';
+import { assert } from '../util/assert.js';
+import { KvfenceError } from '../util/errors.js';
+import type { AttentionRows, Backend } from './backend.js';
+
+export interface ForwardModel {
+  config: ModelConfig;
+  weights: ModelWeights;
+}
+
+export interface ForwardInput {
+  table: PageTable;
+  /** new tokens, at positions table.writtenTokens, table.writtenTokens + 1, ... */
+  tokens: readonly number[];
+  /** which rows' logits to return */
+  logits: 'last' | 'all' | 'none';
+}
+
+export type ForwardOutput =
+  | { ok: true; logits: Float32Array /* (rows wanted, vocabSize) */ }
+  | { ok: false; error: KvfenceError };
+
+export class ForwardPass {
+  constructor(
+    readonly model: ForwardModel,
+    readonly backend: Backend,
+    readonly pool: PagePool,
+  ) {
+    const c = model.config;
+    assert(
+      pool.layout.layerCount === c.layerCount && pool.layout.kvDim === c.kvHeadCount * c.headDim,
+      'KV layout does not fit the model',
+    );
+  }
+
+  run(inputs: readonly ForwardInput[]): ForwardOutput[] {
+    const outputs: (ForwardOutput | undefined)[] = inputs.map((input) => this.admit(input));
+    const live = inputs.map((_, i) => i).filter((i) => outputs[i] === undefined);
+    if (live.length > 0) {
+      const logits = this.runBatch(live.map((i) => inputs[i]!));
+      live.forEach((i, j) => {
+        outputs[i] = { ok: true, logits: logits[j]! };
+      });
+    }
+    return outputs.map((o) => o!);
+  }
+
+  /** Checks a sequence may read what it will read (I3) and claims the slots it will write; undefined when admitted. */
+  private admit(input: ForwardInput): ForwardOutput | undefined {
+    const { table, tokens } = input;
+    const start = table.writtenTokens;
+    const end = start + tokens.length;
+    assert(tokens.length > 0, 'a forward input needs at least one token');
+    if (end > this.model.config.contextLength) {
+      return {
+        ok: false,
+        error: new KvfenceError(
+          'context_length_exceeded',
+          `position ${end} exceeds the model context ${this.model.config.contextLength}`,
+        ),
+      };
+    }
+    assert(end <= table.pages.length * this.pool.layout.pageSize, 'tokens beyond the granted pages');
+    try {
+      this.pool.checkReadable(table, start);
+    } catch (error) {
+      if (error instanceof KvfenceError) return { ok: false, error };
+      throw error;
+    }
+    this.pool.markWritten(table, end);
+    return undefined;
+  }
+
+  private runBatch(inputs: readonly ForwardInput[]): Float32Array[] {
+    const { config: c, weights: w } = this.model;
+    const { backend, pool } = this;
+    const layout = pool.layout;
+    const qDim = c.headCount * c.headDim;
+    const kvDim = c.kvHeadCount * c.headDim;
+
+    // Rows: one per new token, in input order.
+    const rowCount = inputs.reduce((n, input) => n + input.tokens.length, 0);
+    const tokens = new Int32Array(rowCount);
+    const positions = new Int32Array(rowCount);
+    const rowTable = new Int32Array(rowCount); // input index of each row
+    const tables: number[] = [];
+    const tableStarts: number[] = [];
+    let r = 0;
+    inputs.forEach((input, i) => {
+      tableStarts.push(tables.length);
+      tables.push(...input.table.pages);
+      const start = input.table.writtenTokens - input.tokens.length;
+      for (let t = 0; t < input.tokens.length; t++, r++) {
+        tokens[r] = input.tokens[t]!;
+        positions[r] = start + t;
+        rowTable[r] = i;
+      }
+    });
+    const rows: AttentionRows = {
+      rowCount,
+      kvLengths: positions.map((p) => p + 1),
+      pageTables: Int32Array.from(tables),
+      pageTableStarts: rowTable.map((i) => tableStarts[i]!),
+    };
+
+    const x = new Float32Array(rowCount * c.dim); // (rows, dim) residual stream
+    const xb = new Float32Array(rowCount * c.dim); // (rows, dim) normed
+    const q = new Float32Array(rowCount * qDim); // (rows, qDim)
+    const k = new Float32Array(rowCount * kvDim); // (rows, kvDim)
+    const v = new Float32Array(rowCount * kvDim); // (rows, kvDim)
+    const att = new Float32Array(rowCount * qDim); // (rows, qDim)
+    const gate = new Float32Array(rowCount * c.ffnDim); // (rows, ffnDim)
+    const up = new Float32Array(rowCount * c.ffnDim); // (rows, ffnDim)
+
+    backend.embed(x, tokens, w.tokenEmbedding);
+    for (let l = 0; l < c.layerCount; l++) {
+      const L = w.layers[l]!;
+      // attention block
+      backend.rmsNorm(xb, x, rowCount, L.attnNorm, c.normEps);
+      backend.matmul(q, xb, rowCount, L.wq);
+      backend.matmul(k, xb, rowCount, L.wk);
+      backend.matmul(v, xb, rowCount, L.wv);
+      addBias(q, L.bq, rowCount);
+      addBias(k, L.bk, rowCount);
+      addBias(v, L.bv, rowCount);
+      backend.rope(q, rowCount, c.headCount, c.headDim, c.ropeDim, positions, c.ropeTheta, c.ropeStyle);
+      backend.rope(k, rowCount, c.kvHeadCount, c.headDim, c.ropeDim, positions, c.ropeTheta, c.ropeStyle);
+      for (let row = 0; row < rowCount; row++) {
+        const pos = positions[row]!;
+        const page = rows.pageTables[rows.pageTableStarts[row]! + Math.floor(pos / layout.pageSize)]!;
+        const slot = pos % layout.pageSize;
+        pool.arena.set(k.subarray(row * kvDim, (row + 1) * kvDim), kvOffset(layout, page, l, 0, slot));
+        pool.arena.set(v.subarray(row * kvDim, (row + 1) * kvDim), kvOffset(layout, page, l, 1, slot));
+      }
+      const shape = { layer: l, headCount: c.headCount, kvHeadCount: c.kvHeadCount, headDim: c.headDim, layout };
+      backend.attention(att, q, rows, shape, pool.arena);
+      backend.matmul(xb, att, rowCount, L.wo);
+      addInPlace(x, xb, rowCount * c.dim);
+      // feed-forward block
+      backend.rmsNorm(xb, x, rowCount, L.ffnNorm, c.normEps);
+      backend.matmul(gate, xb, rowCount, L.wGate);
+      backend.matmul(up, xb, rowCount, L.wUp);
+      backend.swiglu(gate, up, rowCount * c.ffnDim);
+      backend.matmul(xb, gate, rowCount, L.wDown);
+      addInPlace(x, xb, rowCount * c.dim);
+    }
+
+    // logits for the rows each input asked for
+    const wanted: number[] = [];
+    const wantedPerInput: number[] = [];
+    r = 0;
+    for (const input of inputs) {
+      const n = input.tokens.length;
+      const first = input.logits === 'all' ? 0 : input.logits === 'last' ? n - 1 : n;
+      for (let t = first; t < n; t++) wanted.push(r + t);
+      wantedPerInput.push(n - first);
+      r += n;
+    }
+    const picked = new Float32Array(wanted.length * c.dim);
+    wanted.forEach((row, j) => {
+      picked.set(x.subarray(row * c.dim, (row + 1) * c.dim), j * c.dim);
+    });
+    const normed = new Float32Array(wanted.length * c.dim);
+    backend.rmsNorm(normed, picked, wanted.length, w.outputNorm, c.normEps);
+    const logits = new Float32Array(wanted.length * c.vocabSize);
+    backend.matmul(logits, normed, wanted.length, w.output);
+    let offset = 0;
+    return wantedPerInput.map((n) => {
+      const part = logits.slice(offset * c.vocabSize, (offset + n) * c.vocabSize);
+      offset += n;
+      return part;
+    });
+  }
+}
+
+function addBias(x: Float32Array, bias: Float32Array | undefined, rowCount: number): void {
+  if (bias === undefined) return;
+  const n = bias.length;
+  for (let r = 0; r < rowCount; r++) for (let i = 0; i < n; i++) x[r * n + i] += bias[i]!;
+}
+
+function addInPlace(x: Float32Array, y: Float32Array, n: number): void {
+  for (let i = 0; i < n; i++) x[i] += y[i]!;
+}

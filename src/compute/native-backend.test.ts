@@ -1,0 +1,209 @@
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { assertSameBits, gaussian, kvCase, weightMatrix } from '../../test/helpers/backend-conformance.js';
+import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
+import { nativeBackendForTest } from '../../test/helpers/native.js';
+import { generate } from '../engine/generate.js';
+import { GREEDY } from '../engine/sampler.js';
+import { pagesForTokens } from '../kv/kv-layout.js';
+import { newPageTable, type PageTable } from '../kv/page-table.js';
+import type { LoadedModel } from '../model/load-model.js';
+import { KvfenceError } from '../util/errors.js';
+import { SeededRandom } from '../util/random.js';
+import type { Backend } from './backend.js';
+import type { ForwardPass } from './forward.js';
+import { NativeBackend } from './native-backend.js';
+import { ReferenceBackend } from './reference-backend.js';
+import { selectBackend } from './select-backend.js';
+
+const native = nativeBackendForTest();
+after(() => native.close());
+
+const qwen = loadTestModel({ preset: 'tiny', arch: 'qwen2', dtype: 'f32', seed: 11, kvHeadCount: 2 });
+const llamaQ8 = loadTestModel({ preset: 'tiny', arch: 'llama', dtype: 'q8_0', seed: 12 });
+
+function promptOf(model: LoadedModel, length: number, salt: number): number[] {
+  return Array.from({ length }, (_, i) => (i * 31 + salt * 7 + 3) % model.config.vocabSize);
+}
+
+function sequence(forward: ForwardPass, request: string, tokenCount: number): PageTable {
+  const table = newPageTable({ tenant: 't', request });
+  assert.ok(forward.pool.grow(table, pagesForTokens(forward.pool.layout, tokenCount)));
+  return table;
+}
+
+/** All-position logits of a prompt prefilled in chunks of `chunk` tokens (as src/compute/forward.test.ts). */
+function prefillLogits(forward: ForwardPass, prompt: number[], chunk: number): Float32Array {
+  const table = sequence(forward, `chunk-${chunk}`, prompt.length);
+  const parts: Float32Array[] = [];
+  for (let at = 0; at < prompt.length; at += chunk) {
+    const [out] = forward.run([{ table, tokens: prompt.slice(at, at + chunk), logits: 'all' }]);
+    assert.ok(out?.ok);
+    parts.push(out.logits);
+  }
+  forward.pool.releaseAll(table);
+  const all = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+  parts.reduce((offset, p) => {
+    all.set(p, offset);
+    return offset + p.length;
+  }, 0);
+  return all;
+}
+
+for (const [label, model] of [
+  ['qwen2 f32 GQA', qwen],
+  ['llama q8_0', llamaQ8],
+] as const) {
+  test(`native ${label}: chunked prefill (1, 7, 64 tokens) gives bit-identical logits to one-shot prefill`, () => {
+    const before = native.callCounts.matmul;
+    const forward = forwardFor(model, 64, 8, native);
+    const prompt = promptOf(model, 150, 1);
+    const oneShot = prefillLogits(forward, prompt, prompt.length);
+    for (const chunk of [1, 7, 64])
+      assertSameBits(prefillLogits(forward, prompt, chunk), oneShot, `chunks of ${chunk}`);
+    assert.equal(forward.pool.freePageCount, 64);
+    assert.ok(native.callCounts.matmul > before, 'the native matmul ran');
+  });
+
+  test(`native ${label}: a batch of 4 sequences gives bit-identical logits to each alone, prefill and decode`, () => {
+    const forward = forwardFor(model, 64, 16, native);
+    const prompts = [promptOf(model, 5, 1), promptOf(model, 40, 2), promptOf(model, 17, 3), promptOf(model, 1, 4)];
+    const alone = prompts.map((p) => prefillLogits(forward, p, p.length));
+    const tables = prompts.map((p, i) => sequence(forward, `batch-${i}`, p.length + 3));
+    const batched = forward.run(prompts.map((p, i) => ({ table: tables[i]!, tokens: p, logits: 'all' as const })));
+    batched.forEach((out, i) => {
+      assert.ok(out.ok);
+      assertSameBits(out.logits, alone[i]!, `sequence ${i}`);
+    });
+    const next = [1, 2, 3, 4];
+    const stepTogether = forward.run(
+      tables.map((table, i) => ({ table, tokens: [next[i]!], logits: 'last' as const })),
+    );
+    for (const t of tables) forward.pool.releaseAll(t);
+    prompts.forEach((p, i) => {
+      const solo = prefillLogits(forward, [...p, next[i]!], p.length + 1);
+      const out = stepTogether[i]!;
+      assert.ok(out.ok);
+      assertSameBits(out.logits, solo.slice(p.length * model.config.vocabSize), `decode step of sequence ${i}`);
+    });
+    assert.equal(forward.pool.freePageCount, 64);
+  });
+}
+
+test('every instruction set and thread count gives the same logits, bit for bit', () => {
+  const prompt = promptOf(qwen, 90, 5);
+  const want = prefillLogits(forwardFor(qwen, 32, 16, native), prompt, 90);
+  for (const threadCount of [1, 3]) {
+    const backend = nativeBackendForTest({ threadCount });
+    try {
+      for (const isa of backend.supportedIsas) {
+        backend.useIsa(isa);
+        assertSameBits(
+          prefillLogits(forwardFor(qwen, 32, 16, backend), prompt, 90),
+          want,
+          `${isa}, ${threadCount} threads`,
+        );
+      }
+    } finally {
+      backend.close();
+    }
+  }
+});
+
+test('native and reference forward passes agree: logits within 1e-4 of their spread, same greedy tokens', () => {
+  const model = loadTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f16', seed: 13, logitScale: 8 });
+  const prompt = promptOf(model, 33, 6);
+  const fast = prefillLogits(forwardFor(model, 16, 16, native), prompt, 8);
+  const slow = prefillLogits(forwardFor(model, 16, 16, new ReferenceBackend()), prompt, 8);
+  // f32 accumulation against f64 over a 2-layer pass: errors of ~1e-6 relative, far inside 1e-4 of the spread.
+  const spread = Math.sqrt(slow.reduce((s, v) => s + v * v, 0) / slow.length);
+  for (let i = 0; i < slow.length; i++) {
+    assert.ok(Math.abs(fast[i]! - slow[i]!) <= 1e-4 * spread, `logit ${i}: ${fast[i]} vs ${slow[i]}`);
+  }
+  const run = (backend: Backend) =>
+    generate(forwardFor(model, 16, 16, backend), prompt, {
+      maxTokens: 24,
+      sampling: GREEDY,
+      prefillChunkTokens: 16,
+      isStopToken: () => false,
+    });
+  assert.deepEqual(run(native).tokens, run(new ReferenceBackend()).tokens);
+});
+
+test('the glue rejects bad arguments before any kernel runs', () => {
+  const random = new SeededRandom(7);
+  const w = weightMatrix(random, 'f32', 32, 8);
+  const x = gaussian(random, 2 * 32);
+  const before = native.callCounts.matmul;
+  assert.throws(() => native.matmul(new Float32Array(15), x, 2, w), RangeError, 'out too short');
+  assert.throws(() => native.matmul(new Float32Array(16), x, 3, w), RangeError, 'x too short');
+  assert.throws(
+    () => native.matmul(new Float32Array(16), x, 2, { ...w, dtype: 'f16' }),
+    TypeError,
+    'f16 needs a Uint16Array',
+  );
+  assert.throws(() => native.matmul(x, x, 2, { ...w, outDim: 7 }), RangeError, 'weights shorter than the shape');
+  assert.throws(() => native.matmul(x.subarray(0, 16), x, 2, w), RangeError, 'out overlapping x');
+  const q8 = weightMatrix(random, 'q8_0', 32, 8);
+  assert.throws(
+    () => native.matmul(new Float32Array(16), x, 2, { ...q8, data: (q8.data as Uint8Array).subarray(1) }),
+    RangeError,
+  );
+  assert.throws(
+    () => native.embed(new Float32Array(32), Int32Array.of(8), w),
+    RangeError,
+    'token outside the vocabulary',
+  );
+  assert.equal(native.callCounts.matmul, before, 'no rejected call reached a kernel');
+
+  const c = kvCase(random, { headCount: 2, kvHeadCount: 1, headDim: 16, pageSize: 4, rowCount: 2, kvLengthMax: 10 });
+  const q = gaussian(random, 2 * 32);
+  const call = (pageTables: Int32Array, kvLengths = c.kvLengths, arena = c.arena) =>
+    native.attention(
+      new Float32Array(2 * 32),
+      q,
+      { rowCount: 2, kvLengths, pageTables, pageTableStarts: c.pageTableStarts },
+      { layer: 1, headCount: 2, kvHeadCount: 1, headDim: 16, layout: c.layout },
+      arena,
+    );
+  call(c.pageTables);
+  const pageCount = c.arena.length / c.layout.floatsPerPage;
+  const outside = c.pageTables.slice();
+  outside[0] = pageCount;
+  assert.throws(() => call(outside), /outside the arena/);
+  const negative = c.pageTables.slice();
+  negative[c.pageTableStarts[1]!] = -1;
+  assert.throws(() => call(negative), /outside the arena/);
+  assert.throws(() => call(c.pageTables, Int32Array.of(1, 10_000)), /runs past pageTables/);
+  assert.throws(() => call(c.pageTables, Int32Array.of(0, 1)), /no positions/);
+  assert.throws(
+    () => call(c.pageTables, c.kvLengths, c.arena.subarray(0, c.layout.floatsPerPage)),
+    /outside the arena/,
+  );
+});
+
+test('selectBackend: native when the addon loads; otherwise one warning and the reference backend, or an error', () => {
+  const warnings: string[] = [];
+  const warn = (line: string) => warnings.push(line);
+  const auto = selectBackend('auto', warn, { threadCount: 1 });
+  assert.ok(auto instanceof NativeBackend);
+  auto.close();
+  assert.ok(selectBackend('reference', warn) instanceof ReferenceBackend);
+  assert.deepEqual(warnings, []);
+
+  const missing = { addonPath: '/nonexistent/kvfence_native.node' };
+  assert.ok(selectBackend('auto', warn, missing) instanceof ReferenceBackend);
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0]!, /native kernels unavailable .*npm run build:native/);
+  assert.throws(
+    () => selectBackend('native', warn, missing),
+    (error: unknown) => error instanceof KvfenceError && /native backend is not available/.test(error.message),
+  );
+  assert.equal(warnings.length, 1);
+});
+
+test('a closed native backend refuses further calls', () => {
+  const backend = nativeBackendForTest({ threadCount: 2 });
+  backend.close();
+  assert.throws(() => backend.swiglu(new Float32Array(4), new Float32Array(4), 4), /closed/);
+});

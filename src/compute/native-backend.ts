@@ -1,0 +1,251 @@
+/**
+ * The native backend: the same kernels as the reference backend, in C++ with SIMD (AVX-512, AVX2 or portable, chosen
+ * at load from the CPU) over a pool of persistent threads. The addon is build/Release/kvfence_native.node, built by
+ * `npm install` (scripts/build-native.mjs); native/ holds its source and docs/native.md how it works.
+ *
+ * The addon validates every argument (lengths, shapes, page indices against the arena) and throws on a bad call;
+ * this wrapper only translates the Backend interface into its flat argument lists. `callCounts` comes from the addon
+ * itself, so a test can prove the native kernels ran rather than a fallback.
+ */
+import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { GGML_TYPE_CODES } from '../model/gguf-types.js';
+import type { RopeStyle } from '../model/model-config.js';
+import type { WeightMatrix } from '../model/weights.js';
+import { assert } from '../util/assert.js';
+import { LIMITS } from '../util/limits.js';
+import type { AttentionRows, AttentionShape, Backend } from './backend.js';
+
+/** Where `npm install` puts the addon, from dist/src/compute/. */
+export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
+const ADDON_ABI_VERSION = 1;
+export const NATIVE_THREAD_COUNT_MAX = 256;
+
+export type NativeOp = 'matmul' | 'attention' | 'rmsNorm' | 'rope' | 'swiglu' | 'embed' | 'triad';
+export type NativeIsa = 'avx512' | 'avx2' | 'portable';
+
+/** The addon's Context class (native/src/addon.cc), argument for argument. */
+interface NativeContext {
+  readonly isa: NativeIsa;
+  readonly supportedIsas: NativeIsa[];
+  readonly threadCount: number;
+  matmul(
+    out: Float32Array,
+    x: Float32Array,
+    rowCount: number,
+    w: WeightMatrix['data'],
+    type: number,
+    inDim: number,
+    outDim: number,
+  ): void;
+  attention(
+    out: Float32Array,
+    q: Float32Array,
+    rowCount: number,
+    kvLengths: Int32Array,
+    pageTables: Int32Array,
+    pageTableStarts: Int32Array,
+    layer: number,
+    layerCount: number,
+    headCount: number,
+    kvHeadCount: number,
+    headDim: number,
+    pageSize: number,
+    kvDim: number,
+    floatsPerPage: number,
+    arena: Float32Array,
+  ): void;
+  rmsNorm(out: Float32Array, x: Float32Array, rowCount: number, weight: Float32Array, eps: number): void;
+  rope(
+    x: Float32Array,
+    rowCount: number,
+    headCount: number,
+    headDim: number,
+    ropeDim: number,
+    positions: Int32Array,
+    cosSin: Float64Array,
+    tablePositions: number,
+    neox: number,
+  ): void;
+  swiglu(gate: Float32Array, up: Float32Array, n: number): void;
+  embed(
+    out: Float32Array,
+    tokens: Int32Array,
+    w: WeightMatrix['data'],
+    type: number,
+    inDim: number,
+    outDim: number,
+  ): void;
+  triad(a: Float32Array, b: Float32Array, c: Float32Array, s: number): void;
+  callCounts(): Record<NativeOp, number>;
+  setIsa(name: NativeIsa): void;
+  close(): void;
+}
+
+interface NativeAddon {
+  Context: new (threadCount: number) => NativeContext;
+  abiVersion: number;
+}
+
+export interface NativeBackendOptions {
+  /** threads for one kernel call, the caller's included (default: every core) */
+  threadCount?: number;
+  /** the .node file (default: DEFAULT_ADDON_PATH) */
+  addonPath?: string;
+}
+
+/** Loads the addon, or throws an Error that says why (missing file, wrong ABI, a CPU or libc it cannot run on). */
+function loadAddon(path: string): NativeAddon {
+  const loaded: unknown = createRequire(import.meta.url)(path);
+  const addon = loaded as Partial<NativeAddon>;
+  if (typeof addon.Context !== 'function' || addon.abiVersion !== ADDON_ABI_VERSION) {
+    throw new Error(
+      `${path} is not a kvfence native addon of ABI version ${ADDON_ABI_VERSION}; rebuild it with npm run build:native`,
+    );
+  }
+  return addon as NativeAddon;
+}
+
+/**
+ * cos and sin of pos · theta^(-2i/ropeDim) for every position below `positions`, with the reference backend's own
+ * expression, so the native rotation (in f64, same operations) gives the reference's bits. Grows by doubling.
+ */
+class RopeTable {
+  values = new Float64Array(0); // (positions, ropeDim/2, 2)
+  positions = 0;
+
+  constructor(
+    readonly theta: number,
+    readonly ropeDim: number,
+  ) {}
+
+  ensure(positionCount: number): void {
+    if (positionCount <= this.positions) return;
+    assert(positionCount <= LIMITS.contextTokensMax, `position ${positionCount} beyond any context`);
+    const grown = Math.min(LIMITS.contextTokensMax, Math.max(positionCount, 2 * this.positions, 64));
+    const half = this.ropeDim / 2;
+    const values = new Float64Array(grown * half * 2);
+    values.set(this.values);
+    for (let pos = this.positions; pos < grown; pos++) {
+      for (let i = 0; i < half; i++) {
+        const angle = pos * this.theta ** ((-2 * i) / this.ropeDim);
+        values[(pos * half + i) * 2] = Math.cos(angle);
+        values[(pos * half + i) * 2 + 1] = Math.sin(angle);
+      }
+    }
+    this.values = values;
+    this.positions = grown;
+  }
+}
+
+export class NativeBackend implements Backend {
+  readonly name = 'native';
+  private readonly context: NativeContext;
+  private readonly ropeTables = new Map<string, RopeTable>();
+  private lastRopeTable: RopeTable | undefined;
+
+  constructor(options: NativeBackendOptions = {}) {
+    const threadCount = options.threadCount ?? availableParallelism();
+    assert(
+      Number.isInteger(threadCount) && threadCount >= 1 && threadCount <= NATIVE_THREAD_COUNT_MAX,
+      `thread count ${threadCount} out of range`,
+    );
+    const addon = loadAddon(options.addonPath ?? DEFAULT_ADDON_PATH);
+    this.context = new addon.Context(threadCount);
+  }
+
+  /** The instruction set the kernels run with, and those this CPU could run. */
+  get isa(): NativeIsa {
+    return this.context.isa;
+  }
+
+  get supportedIsas(): readonly NativeIsa[] {
+    return this.context.supportedIsas;
+  }
+
+  get threadCount(): number {
+    return this.context.threadCount;
+  }
+
+  /** Native kernel calls so far, by kind, counted inside the addon. */
+  get callCounts(): Readonly<Record<NativeOp, number>> {
+    return this.context.callCounts();
+  }
+
+  /** Switches to another supported instruction set (all give the same bits; tests check that). */
+  useIsa(isa: NativeIsa): void {
+    this.context.setIsa(isa);
+  }
+
+  /** Stops the worker threads; the backend cannot be used afterwards. */
+  close(): void {
+    this.context.close();
+  }
+
+  matmul(out: Float32Array, x: Float32Array, rowCount: number, w: WeightMatrix): void {
+    this.context.matmul(out, x, rowCount, w.data, GGML_TYPE_CODES[w.dtype], w.inDim, w.outDim);
+  }
+
+  rmsNorm(out: Float32Array, x: Float32Array, rowCount: number, weight: Float32Array, eps: number): void {
+    this.context.rmsNorm(out, x, rowCount, weight, eps);
+  }
+
+  rope(
+    x: Float32Array,
+    rowCount: number,
+    headCount: number,
+    headDim: number,
+    ropeDim: number,
+    positions: Int32Array,
+    theta: number,
+    style: RopeStyle,
+  ): void {
+    let table = this.lastRopeTable;
+    if (table === undefined || table.theta !== theta || table.ropeDim !== ropeDim) {
+      const key = `${theta}/${ropeDim}`;
+      table = this.ropeTables.get(key) ?? new RopeTable(theta, ropeDim);
+      this.ropeTables.set(key, table);
+      this.lastRopeTable = table;
+    }
+    let positionMax = -1;
+    for (let r = 0; r < rowCount; r++) positionMax = Math.max(positionMax, positions[r]!);
+    table.ensure(positionMax + 1);
+    const neox = style === 'neox' ? 1 : 0;
+    this.context.rope(x, rowCount, headCount, headDim, ropeDim, positions, table.values, table.positions, neox);
+  }
+
+  swiglu(gate: Float32Array, up: Float32Array, n: number): void {
+    this.context.swiglu(gate, up, n);
+  }
+
+  attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: Float32Array): void {
+    const { layout } = shape;
+    this.context.attention(
+      out,
+      q,
+      rows.rowCount,
+      rows.kvLengths,
+      rows.pageTables,
+      rows.pageTableStarts,
+      shape.layer,
+      layout.layerCount,
+      shape.headCount,
+      shape.kvHeadCount,
+      shape.headDim,
+      layout.pageSize,
+      layout.kvDim,
+      layout.floatsPerPage,
+      arena,
+    );
+  }
+
+  embed(out: Float32Array, tokens: Int32Array, w: WeightMatrix): void {
+    this.context.embed(out, tokens, w.data, GGML_TYPE_CODES[w.dtype], w.inDim, w.outDim);
+  }
+
+  /** STREAM's triad, a = b + s·c, split over the pool: the memory-bandwidth ceiling the benchmarks compare against. */
+  triad(a: Float32Array, b: Float32Array, c: Float32Array, s: number): void {
+    this.context.triad(a, b, c, s);
+  }
+}

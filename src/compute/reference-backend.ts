@@ -1,0 +1,146 @@
+/**
+ * The reference backend in plain TypeScript: the oracle other backends are checked against. Each row is computed on its
+ * own with sums accumulated in f64 in index order, so results are deterministic and batch-invariant by construction.
+ */
+import { kvOffset } from '../kv/kv-layout.js';
+import type { RopeStyle } from '../model/model-config.js';
+import { decodeWeights } from '../model/quant.js';
+import type { WeightMatrix } from '../model/weights.js';
+import { assert } from '../util/assert.js';
+import type { AttentionRows, AttentionShape, Backend } from './backend.js';
+
+export class ReferenceBackend implements Backend {
+  readonly name = 'reference';
+  private scratch = new Float32Array(0);
+  private scores = new Float64Array(0);
+  private acc = new Float64Array(0);
+
+  private accumulator(n: number): Float64Array {
+    if (this.acc.length < n) this.acc = new Float64Array(n);
+    this.acc.fill(0, 0, n);
+    return this.acc;
+  }
+
+  private rowScratch(n: number): Float32Array {
+    if (this.scratch.length < n) this.scratch = new Float32Array(n);
+    return this.scratch;
+  }
+
+  matmul(out: Float32Array, x: Float32Array, rowCount: number, w: WeightMatrix): void {
+    const { inDim, outDim } = w;
+    assert(x.length >= rowCount * inDim && out.length >= rowCount * outDim, `matmul ${w.name}: buffers too small`);
+    const f32 = w.dtype === 'f32' ? (w.data as Float32Array) : undefined;
+    const row = this.rowScratch(inDim);
+    for (let o = 0; o < outDim; o++) {
+      let wRow: Float32Array;
+      let base = 0;
+      if (f32 !== undefined) {
+        wRow = f32;
+        base = o * inDim;
+      } else {
+        decodeWeights(w.data, w.dtype, o * inDim, inDim, row);
+        wRow = row;
+      }
+      for (let r = 0; r < rowCount; r++) {
+        const xBase = r * inDim;
+        let sum = 0;
+        for (let i = 0; i < inDim; i++) sum += x[xBase + i]! * wRow[base + i]!;
+        out[r * outDim + o] = sum;
+      }
+    }
+  }
+
+  rmsNorm(out: Float32Array, x: Float32Array, rowCount: number, weight: Float32Array, eps: number): void {
+    const dim = weight.length;
+    for (let r = 0; r < rowCount; r++) {
+      let sum = 0;
+      for (let i = 0; i < dim; i++) sum += x[r * dim + i]! * x[r * dim + i]!;
+      const scale = Math.fround(1 / Math.sqrt(Math.fround(sum / dim) + eps));
+      for (let i = 0; i < dim; i++) out[r * dim + i] = Math.fround(x[r * dim + i]! * scale) * weight[i]!;
+    }
+  }
+
+  rope(
+    x: Float32Array,
+    rowCount: number,
+    headCount: number,
+    headDim: number,
+    ropeDim: number,
+    positions: Int32Array,
+    theta: number,
+    style: RopeStyle,
+  ): void {
+    const half = ropeDim / 2;
+    for (let r = 0; r < rowCount; r++) {
+      const pos = positions[r]!;
+      for (let h = 0; h < headCount; h++) {
+        const base = (r * headCount + h) * headDim;
+        for (let i = 0; i < half; i++) {
+          const angle = pos * theta ** ((-2 * i) / ropeDim);
+          const cos = Math.cos(angle);
+          const sin = Math.sin(angle);
+          const a = style === 'adjacent' ? base + 2 * i : base + i;
+          const b = style === 'adjacent' ? a + 1 : a + half;
+          const x0 = x[a]!;
+          const x1 = x[b]!;
+          x[a] = x0 * cos - x1 * sin;
+          x[b] = x0 * sin + x1 * cos;
+        }
+      }
+    }
+  }
+
+  swiglu(gate: Float32Array, up: Float32Array, n: number): void {
+    for (let i = 0; i < n; i++) {
+      const g = gate[i]!;
+      gate[i] = Math.fround(g / (1 + Math.exp(-g))) * up[i]!;
+    }
+  }
+
+  attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: Float32Array): void {
+    const { headCount, kvHeadCount, headDim, layout, layer } = shape;
+    const qDim = headCount * headDim;
+    const group = headCount / kvHeadCount;
+    const scale = 1 / Math.sqrt(headDim);
+    for (let r = 0; r < rows.rowCount; r++) {
+      const kvLength = rows.kvLengths[r]!;
+      const tableStart = rows.pageTableStarts[r]!;
+      if (this.scores.length < kvLength) this.scores = new Float64Array(kvLength);
+      const scores = this.scores;
+      for (let h = 0; h < headCount; h++) {
+        const qBase = r * qDim + h * headDim;
+        const headOffset = Math.floor(h / group) * headDim;
+        let max = Number.NEGATIVE_INFINITY;
+        for (let t = 0; t < kvLength; t++) {
+          const page = rows.pageTables[tableStart + Math.floor(t / layout.pageSize)]!;
+          const k = kvOffset(layout, page, layer, 0, t % layout.pageSize) + headOffset;
+          let dot = 0;
+          for (let i = 0; i < headDim; i++) dot += q[qBase + i]! * arena[k + i]!;
+          scores[t] = dot * scale;
+          if (scores[t]! > max) max = scores[t]!;
+        }
+        let sum = 0;
+        for (let t = 0; t < kvLength; t++) {
+          scores[t] = Math.exp(scores[t]! - max);
+          sum += scores[t]!;
+        }
+        const acc = this.accumulator(headDim);
+        for (let t = 0; t < kvLength; t++) {
+          const page = rows.pageTables[tableStart + Math.floor(t / layout.pageSize)]!;
+          const v = kvOffset(layout, page, layer, 1, t % layout.pageSize) + headOffset;
+          const p = scores[t]!;
+          for (let i = 0; i < headDim; i++) acc[i] += p * arena[v + i]!;
+        }
+        for (let i = 0; i < headDim; i++) out[qBase + i] = acc[i]! / sum;
+      }
+    }
+  }
+
+  embed(out: Float32Array, tokens: Int32Array, w: WeightMatrix): void {
+    for (let r = 0; r < tokens.length; r++) {
+      const token = tokens[r]!;
+      assert(token >= 0 && token < w.outDim, `token ${token} outside the vocabulary`);
+      decodeWeights(w.data, w.dtype, token * w.inDim, w.inDim, out, r * w.inDim);
+    }
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * Picks the compute backend once at startup. `auto` prefers the native kernels and falls back to the TypeScript
+ * reference backend with one warning when the addon cannot load (not built, no compiler at install, foreign CPU);
+ * `native` insists and fails with the reason; `reference` is the oracle itself.
+ */
+import { KvfenceError } from '../util/errors.js';
+import type { Backend } from './backend.js';
+import { NativeBackend, type NativeBackendOptions } from './native-backend.js';
+import { ReferenceBackend } from './reference-backend.js';
+
+export const BACKEND_PREFERENCES = ['auto', 'native', 'reference'] as const;
+export type BackendPreference = (typeof BACKEND_PREFERENCES)[number];
+
+export function selectBackend(
+  preference: BackendPreference,
+  warn: (line: string) => void,
+  options: NativeBackendOptions = {},
+): Backend {
+  if (preference === 'reference') return new ReferenceBackend();
+  let native: NativeBackend;
+  try {
+    native = new NativeBackend(options);
+  } catch (error) {
+    const reason = firstLine(error);
+    if (preference === 'native') {
+      throw new KvfenceError(
+        'invalid_argument',
+        `the native backend is not available: ${reason}. Build it with: npm run build:native`,
+      );
+    }
+    warn(
+      `kvfence: warning: native kernels unavailable (${reason}); using the much slower TypeScript backend. ` +
+        'Build them with: npm run build:native',
+    );
+    return new ReferenceBackend();
+  }
+  return native;
+}
+
+function firstLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.split('\n')[0] ?? message;
+}

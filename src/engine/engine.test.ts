@@ -1,0 +1,224 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
+import { KvfenceError } from '../util/errors.js';
+import { Engine } from './engine.js';
+import type { EngineConfig } from './engine-config.js';
+import { generate } from './generate.js';
+import type { EngineEvent, GenerationRequest } from './request.js';
+import { GREEDY } from './sampler.js';
+
+const model = loadTestModel({
+  preset: 'tiny',
+  arch: 'llama',
+  dtype: 'f32',
+  seed: 3,
+  logitScale: 8,
+  contextLength: 256,
+});
+
+function config(overrides: Partial<EngineConfig> = {}): EngineConfig {
+  return {
+    provenContext: 256,
+    vocabSize: model.config.vocabSize,
+    runningMax: 8,
+    waitingMax: 16,
+    queueTimeoutMs: 1000,
+    prefillChunkTokens: 7, // odd chunks: prefill spans several steps and mixes with decodes
+    stepTokenBudget: 24,
+    tenantLimits: () => ({ concurrentRequestsMax: 16, kvPagesMax: 64 }),
+    isStopToken: () => false,
+    ...overrides,
+  };
+}
+
+function request(id: string, tenant: string, promptLength: number, maxTokens: number): GenerationRequest {
+  const promptTokens = Array.from({ length: promptLength }, (_, i) => (i * 37 + id.length * 11 + 5) % 500);
+  return { id, tenant, promptTokens, maxTokens, sampling: GREEDY, topLogprobs: 2 };
+}
+
+interface Outcome {
+  tokens: number[];
+  logprobs: number[];
+  end: EngineEvent | undefined;
+}
+
+/** Steps until every request ended, collecting each request's tokens; bounded. */
+function runToEnd(engine: Engine, now = 0, stepsMax = 5000, onStep?: (step: number) => void): Map<string, Outcome> {
+  const out = new Map<string, Outcome>();
+  const get = (id: string) => out.get(id) ?? out.set(id, { tokens: [], logprobs: [], end: undefined }).get(id)!;
+  for (let step = 0; engine.hasWork; step++) {
+    assert.ok(step < stepsMax, 'engine finished within the step bound');
+    onStep?.(step);
+    for (const e of engine.step(now)) {
+      if (e.kind === 'token') {
+        get(e.request).tokens.push(e.token.id);
+        get(e.request).logprobs.push(e.token.logprob);
+      } else if (e.kind === 'end') get(e.request).end = e;
+      else if (e.kind === 'incident') get(`incident:${e.incident.request}`).end = e;
+    }
+  }
+  return out;
+}
+
+test('continuous batching gives every request exactly what it gets alone, and the pool ends whole', () => {
+  const forward = forwardFor(model, 64, 16);
+  const engine = new Engine(config(), forward);
+  const shapes: [number, number][] = [
+    [5, 12],
+    [40, 3],
+    [17, 20],
+    [1, 9],
+    [63, 6],
+    [9, 1],
+  ];
+  const requests = shapes.map(([p, m], i) => request(`r${i}`, `t${i % 3}`, p, m));
+  // requests arrive while others run: two now, the rest a few steps later
+  engine.submit(requests[0]!, 0);
+  engine.submit(requests[1]!, 0);
+  const outcomes = runToEnd(engine, 0, 5000, (step) => {
+    if (step === 3) for (const r of requests.slice(2)) engine.submit(r, 0);
+  });
+  for (const r of requests) {
+    const solo = generate(forwardFor(model, 64, 16), r.promptTokens, {
+      maxTokens: r.maxTokens,
+      sampling: GREEDY,
+      prefillChunkTokens: 64,
+      isStopToken: () => false,
+    });
+    const got = outcomes.get(r.id)!;
+    assert.deepEqual(got.tokens, solo.tokens, `${r.id} tokens`);
+    assert.deepEqual(got.logprobs, solo.logprobs, `${r.id} logprobs`);
+    assert.deepEqual(got.end, {
+      kind: 'end',
+      request: r.id,
+      end: { kind: 'finished', reason: 'length', promptTokens: r.promptTokens.length, completionTokens: r.maxTokens },
+    });
+  }
+  assert.equal(forward.pool.checkConservation().free, 64);
+});
+
+test('admission reserves the whole need: a request that does not fit waits, then runs when pages free up', () => {
+  const forward = forwardFor(model, 16, 16); // 256 tokens: one full-context request at a time
+  const engine = new Engine(config(), forward);
+  engine.submit(request('big', 'a', 100, 150), 0); // 250 tokens: 16 pages
+  engine.submit(request('small', 'b', 4, 4), 0);
+  engine.step(0);
+  assert.equal(engine.stats().running, 1);
+  assert.equal(engine.stats().waiting, 1);
+  assert.equal(forward.pool.freePageCount, 0);
+  const outcomes = runToEnd(engine);
+  assert.equal(outcomes.get('small')!.tokens.length, 4);
+  assert.equal(forward.pool.checkConservation().free, 16);
+});
+
+test('the tenant page quota holds a flooding tenant back without blocking others', () => {
+  const forward = forwardFor(model, 64, 16);
+  const engine = new Engine(config({ tenantLimits: () => ({ concurrentRequestsMax: 16, kvPagesMax: 20 }) }), forward);
+  for (let i = 0; i < 4; i++) engine.submit(request(`flood${i}`, 'flood', 200, 40), 0); // 15 pages each
+  engine.submit(request('quiet', 'quiet', 3, 2), 0);
+  engine.step(0);
+  assert.deepEqual(engine.runningRequestsOf('flood'), ['flood0']);
+  assert.deepEqual(engine.runningRequestsOf('quiet'), ['quiet']);
+  let maxFloodPages = 0;
+  runToEnd(engine, 0, 5000, () => {
+    maxFloodPages = Math.max(maxFloodPages, forward.pool.pagesOfTenant('flood'));
+  });
+  assert.ok(maxFloodPages <= 20, `flood held ${maxFloodPages} pages`);
+});
+
+test('limits: 429 over the tenant concurrency, 503 when the queue is full or the wait too long, 400 over the context', () => {
+  const forward = forwardFor(model, 16, 16);
+  const engine = new Engine(
+    config({ waitingMax: 2, queueTimeoutMs: 50, tenantLimits: () => ({ concurrentRequestsMax: 2, kvPagesMax: 16 }) }),
+    forward,
+  );
+  const code = (fn: () => void) => {
+    try {
+      fn();
+    } catch (e) {
+      if (e instanceof KvfenceError) return e.code;
+      throw e;
+    }
+    return 'accepted';
+  };
+  assert.equal(
+    code(() => engine.submit(request('over', 'a', 200, 57), 0)),
+    'context_length_exceeded',
+  );
+  assert.equal(
+    code(() => engine.submit(request('a1', 'a', 100, 150), 0)),
+    'accepted',
+  );
+  assert.equal(
+    code(() => engine.submit(request('a2', 'a', 100, 150), 0)),
+    'accepted',
+  );
+  assert.equal(
+    code(() => engine.submit(request('a3', 'a', 4, 4), 0)),
+    'rate_limit_exceeded',
+  );
+  assert.equal(
+    code(() => engine.submit(request('b1', 'b', 4, 4), 0)),
+    'server_overloaded',
+  ); // a1 and a2 wait
+  engine.step(0); // a1 runs; a2 waits behind the pool
+  const events = engine.step(60);
+  const end = events.find((e) => e.kind === 'end' && e.request === 'a2');
+  assert.ok(
+    end !== undefined && end.kind === 'end' && end.end.kind === 'failed' && end.end.error.code === 'server_overloaded',
+  );
+  assert.ok(engine.cancel('a1'));
+  assert.equal(forward.pool.checkConservation().free, 16);
+  assert.equal(engine.hasWork, false);
+});
+
+test('cancel frees a running request’s pages at once, mid-prefill or mid-decode', () => {
+  const forward = forwardFor(model, 64, 16);
+  const engine = new Engine(config(), forward);
+  engine.submit(request('x', 'a', 60, 30), 0);
+  engine.submit(request('y', 'a', 5, 30), 0);
+  engine.step(0);
+  engine.step(0);
+  assert.equal(forward.pool.pagesOfTenant('a'), 6 + 3);
+  assert.ok(engine.cancel('x'));
+  assert.equal(forward.pool.pagesOfTenant('a'), 3);
+  assert.equal(engine.cancel('x'), false);
+  runToEnd(engine);
+  assert.equal(forward.pool.checkConservation().free, 64);
+});
+
+test('an ownership violation aborts only the offending request and reports an incident', () => {
+  const forward = forwardFor(model, 64, 16);
+  const engine = new Engine(config(), forward);
+  const victim = request('victim', 'b', 20, 12);
+  engine.submit(request('thief', 'a', 20, 12), 0);
+  engine.submit(victim, 0);
+  const outcomes = runToEnd(engine, 0, 5000, (step) => {
+    if (step !== 6) return;
+    const thief = engine.runningTable('thief')!;
+    thief.pages[0] = engine.runningTable('victim')!.pages[0]!; // point the thief at the victim's first page
+  });
+  const incident = outcomes.get('incident:thief')!.end;
+  assert.ok(incident?.kind === 'incident');
+  assert.equal(incident.incident.tenant, 'a');
+  assert.equal(incident.incident.violation.pageOwner?.tenant, 'b');
+  const thiefEnd = outcomes.get('thief')!.end;
+  assert.ok(
+    thiefEnd?.kind === 'end' && thiefEnd.end.kind === 'failed' && thiefEnd.end.error.code === 'kv_isolation_violation',
+  );
+  assert.ok(!thiefEnd.end.error.message.includes('victim'), 'the failure does not name the other request');
+  const solo = generate(forwardFor(model, 64, 16), victim.promptTokens, {
+    maxTokens: 12,
+    sampling: GREEDY,
+    prefillChunkTokens: 64,
+    isStopToken: () => false,
+  });
+  assert.deepEqual(outcomes.get('victim')!.tokens, solo.tokens, 'the victim ran on, undisturbed');
+  assert.deepEqual(outcomes.get('victim')!.logprobs, solo.logprobs);
+  assert.equal(
+    forward.pool.checkConservation().free,
+    64,
+    'the thief’s own pages were released through its reservation',
+  );
+});

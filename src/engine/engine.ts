@@ -1,0 +1,304 @@
+/**
+ * The serving engine: queues, the running batch and one `step()` at a time (expire → admit → plan → forward → sample →
+ * release). No I/O and no timers: time comes in as an argument, results go out as returned events, so the same engine
+ * runs under the colocated worker, a decode worker, or a test calling step() in a loop.
+ */
+import type { ForwardOutput, ForwardPass } from '../compute/forward.js';
+import { KvIsolationError } from '../kv/isolation-error.js';
+import { pagesForTokens } from '../kv/kv-layout.js';
+import type { PagePool, PageReservation } from '../kv/page-pool.js';
+import type { PageTable } from '../kv/page-table.js';
+import { assert } from '../util/assert.js';
+import { errorMessage, KvfenceError } from '../util/errors.js';
+import { type EngineConfig, validateEngineConfig } from './engine-config.js';
+import type { EngineEvent, GeneratedToken, GenerationRequest, TokenLogprob } from './request.js';
+import { logSoftmax } from './sampler.js';
+import { pickAdmissions, planStep } from './scheduler.js';
+import { Sequence } from './sequence.js';
+
+export interface EngineStats {
+  running: number;
+  waiting: number;
+  pagesTotal: number;
+  pagesFree: number;
+  /** per tenant: waiting + running requests, and pages held */
+  tenants: Map<string, { requests: number; pages: number }>;
+}
+
+/** What a decode worker hands the engine once a transfer committed (see `Engine.adoptTransferred`). */
+export interface TransferredSequence {
+  request: GenerationRequest;
+  table: PageTable;
+  /** the transferred prompt pages */
+  reservation: PageReservation;
+  /** the pages for generated tokens (none when the prompt's last page holds them all) */
+  extraReservation: PageReservation;
+  /** the first generated token, sampled by the prefill worker */
+  first: number;
+}
+
+export class Engine {
+  private readonly waiting: Sequence[] = [];
+  private readonly running: Sequence[] = [];
+  private readonly tenantRequests = new Map<string, number>();
+  private readonly pool: PagePool;
+
+  constructor(
+    readonly config: EngineConfig,
+    private readonly forward: ForwardPass,
+  ) {
+    validateEngineConfig(config);
+    this.pool = forward.pool;
+    // I1 again where the pages are: the largest accepted request fits the pool.
+    assert(
+      pagesForTokens(this.pool.layout, config.provenContext) <= this.pool.pageCount,
+      'the proven context fits the pool',
+    );
+  }
+
+  get hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0;
+  }
+
+  /** Queues a request or throws a KvfenceError (400 context, 429 tenant limit, 503 queue full): nothing reserved then. */
+  submit(request: GenerationRequest, nowMs: number): void {
+    const { promptTokens, maxTokens, tenant } = request;
+    // Defence in depth (I2): the gateway checked this already.
+    if (promptTokens.length === 0) throw new KvfenceError('invalid_request_error', 'the prompt is empty', 'prompt');
+    if (!Number.isInteger(maxTokens) || maxTokens < 1)
+      throw new KvfenceError('invalid_request_error', 'max tokens must be at least 1', 'max_tokens');
+    if (promptTokens.length + maxTokens > this.config.provenContext) {
+      throw new KvfenceError(
+        'context_length_exceeded',
+        `prompt (${promptTokens.length} tokens) + max tokens (${maxTokens}) exceeds the context of ${this.config.provenContext} tokens`,
+        'messages',
+      );
+    }
+    for (const id of promptTokens) {
+      if (!Number.isInteger(id) || id < 0 || id >= this.config.vocabSize) {
+        throw new KvfenceError(
+          'invalid_request_error',
+          `token id ${id} is outside the vocabulary of ${this.config.vocabSize}`,
+          'prompt',
+        );
+      }
+    }
+    assert(!this.find(request.id), `request id ${request.id} is already in use`);
+    const limits = this.config.tenantLimits(tenant);
+    const active = this.tenantRequests.get(tenant) ?? 0;
+    if (active >= limits.concurrentRequestsMax) {
+      throw new KvfenceError(
+        'rate_limit_exceeded',
+        `tenant ${tenant} already has ${active} requests in flight (limit ${limits.concurrentRequestsMax})`,
+      );
+    }
+    const pagesNeeded = pagesForTokens(this.pool.layout, promptTokens.length + maxTokens);
+    assert(pagesNeeded <= limits.kvPagesMax, 'the capacity proof covers every tenant quota');
+    if (this.waiting.length >= this.config.waitingMax) {
+      throw new KvfenceError(
+        'server_overloaded',
+        `the waiting queue is full (${this.config.waitingMax} requests); retry later`,
+      );
+    }
+    this.waiting.push(new Sequence(request, pagesNeeded, nowMs + this.config.queueTimeoutMs));
+    this.tenantRequests.set(tenant, active + 1);
+  }
+
+  /**
+   * A decode worker's entry point: a request whose prompt KV arrived by a verified transfer (I5) and whose first token
+   * the prefill worker sampled joins the running batch as decoding, with `first` as its next input. `table` holds every
+   * page of the request (prompt + maxTokens), its prompt written; the two reservations are released when it ends.
+   * Throws (nothing taken over) when the batch is full; the caller releases the pages then.
+   */
+  adoptTransferred(adoption: TransferredSequence, nowMs: number): void {
+    const { request, table, reservation, extraReservation, first } = adoption;
+    const need = pagesForTokens(this.pool.layout, request.promptTokens.length + request.maxTokens);
+    assert(!this.find(request.id), `request id ${request.id} is already in use`);
+    assert(table.writtenTokens === request.promptTokens.length, 'the transferred table holds exactly the prompt');
+    assert(table.pages.length === need, 'the transferred table holds every page the request needs');
+    assert(request.maxTokens > 1 && !this.config.isStopToken(first), 'a request that ends at its first token is not adopted');
+    if (this.running.length >= this.config.runningMax) {
+      throw new KvfenceError('server_overloaded', `the running batch is full (${this.config.runningMax} sequences)`);
+    }
+    const seq = new Sequence(request, need, nowMs);
+    seq.reservation = reservation;
+    seq.extraReservation = extraReservation;
+    seq.table = table;
+    seq.nextInput = first;
+    seq.generatedCount = 1;
+    seq.sampler.skipDraw();
+    seq.state = 'decoding';
+    this.running.push(seq);
+    this.tenantRequests.set(request.tenant, (this.tenantRequests.get(request.tenant) ?? 0) + 1);
+  }
+
+  /** Drops a request wherever it is; its pages are scrubbed and free before this returns. False when unknown/ended. */
+  cancel(requestId: string): boolean {
+    const seq = this.find(requestId);
+    if (seq === undefined) return false;
+    this.remove(seq);
+    return true;
+  }
+
+  /** One scheduling step. Returns what happened; never throws for a request's failure. */
+  step(nowMs: number): EngineEvent[] {
+    const events: EngineEvent[] = [];
+    this.expireWaiting(nowMs, events);
+    this.admit();
+    const planned = planStep(this.config, this.running);
+    if (planned.length === 0) return events;
+    let outputs: ForwardOutput[];
+    try {
+      outputs = this.forward.run(planned.map((p) => p.input));
+    } catch (error) {
+      // A bug in the batch (not a request's fault): fail its requests honestly (I6) and free their pages (I8).
+      const bug = error instanceof Error ? error : new Error(errorMessage(error));
+      events.push({ kind: 'bug', error: bug });
+      for (const { seq } of planned)
+        this.fail(seq, new KvfenceError('internal_error', 'internal error while running the model'), events);
+      return events;
+    }
+    planned.forEach(({ seq }, i) => {
+      const out = outputs[i]!;
+      if (!out.ok) this.failForward(seq, out.error, nowMs, events);
+      else if (seq.state === 'prefilling' && seq.table!.writtenTokens < seq.request.promptTokens.length) return;
+      else this.sampleNext(seq, out.logits, events);
+    });
+    return events;
+  }
+
+  /** Fails every request (shutdown); each gets its end event and its pages back. */
+  abortAll(error: KvfenceError): EngineEvent[] {
+    const events: EngineEvent[] = [];
+    for (const seq of [...this.running, ...this.waiting]) this.fail(seq, error, events);
+    return events;
+  }
+
+  stats(): EngineStats {
+    const tenants = new Map<string, { requests: number; pages: number }>();
+    for (const [tenant, requests] of this.tenantRequests)
+      tenants.set(tenant, { requests, pages: this.pool.pagesOfTenant(tenant) });
+    return {
+      running: this.running.length,
+      waiting: this.waiting.length,
+      pagesTotal: this.pool.pageCount,
+      pagesFree: this.pool.freePageCount,
+      tenants,
+    };
+  }
+
+  /** Ids of a tenant's running requests, oldest first. */
+  runningRequestsOf(tenant: string): string[] {
+    return this.running.filter((s) => s.tenant === tenant).map((s) => s.id);
+  }
+
+  /** The page table a running request reads through (tests provoke isolation failures with it). */
+  runningTable(requestId: string): PageTable | undefined {
+    return this.running.find((s) => s.id === requestId)?.table;
+  }
+
+  private admit(): void {
+    for (const seq of pickAdmissions(this.config, this.waiting, this.running.length, this.pool)) {
+      const reservation = this.pool.reserve({ tenant: seq.tenant, request: seq.id }, seq.pagesNeeded);
+      assert(reservation !== undefined, 'admission checked the free pages');
+      seq.reservation = reservation;
+      seq.table = this.pool.acquire(reservation);
+      seq.state = 'prefilling';
+      this.waiting.splice(this.waiting.indexOf(seq), 1);
+      this.running.push(seq);
+    }
+  }
+
+  private expireWaiting(nowMs: number, events: EngineEvent[]): void {
+    for (const seq of this.waiting.filter((s) => nowMs >= s.admitDeadlineMs)) {
+      const waited = nowMs - (seq.admitDeadlineMs - this.config.queueTimeoutMs);
+      this.fail(
+        seq,
+        new KvfenceError('server_overloaded', `no KV pages or batch slot became free within ${waited} ms; retry later`),
+        events,
+      );
+    }
+  }
+
+  private sampleNext(seq: Sequence, logits: Float32Array, events: EngineEvent[]): void {
+    const id = seq.sampler.sample(logits);
+    if (this.config.isStopToken(id)) {
+      this.finish(seq, 'stop', events);
+      return;
+    }
+    events.push({ kind: 'token', request: seq.id, token: describeToken(logits, id, seq.request.topLogprobs) });
+    seq.generatedCount++;
+    if (seq.generatedCount >= seq.request.maxTokens) {
+      this.finish(seq, 'length', events);
+      return;
+    }
+    seq.nextInput = id;
+    seq.state = 'decoding';
+  }
+
+  private failForward(seq: Sequence, error: KvfenceError, nowMs: number, events: EngineEvent[]): void {
+    if (!(error instanceof KvIsolationError)) {
+      this.fail(seq, error, events);
+      return;
+    }
+    events.push({
+      kind: 'incident',
+      incident: { request: seq.id, tenant: seq.tenant, violation: error.violation, timeMs: nowMs },
+    });
+    // The client learns that its request was aborted, never whose page it touched.
+    this.fail(
+      seq,
+      new KvfenceError(
+        'kv_isolation_violation',
+        'KV isolation check failed: the request was aborted and an incident was recorded',
+      ),
+      events,
+    );
+  }
+
+  private finish(seq: Sequence, reason: 'stop' | 'length', events: EngineEvent[]): void {
+    this.remove(seq);
+    const end = {
+      kind: 'finished' as const,
+      reason,
+      promptTokens: seq.request.promptTokens.length,
+      completionTokens: seq.generatedCount,
+    };
+    events.push({ kind: 'end', request: seq.id, end });
+  }
+
+  private fail(seq: Sequence, error: KvfenceError, events: EngineEvent[]): void {
+    this.remove(seq);
+    events.push({ kind: 'end', request: seq.id, end: { kind: 'failed', error } });
+  }
+
+  /** Takes a sequence out of the queues and gives its pages back (scrubbed) and its tenant's slot. */
+  private remove(seq: Sequence): void {
+    const queue = seq.state === 'waiting' ? this.waiting : this.running;
+    const index = queue.indexOf(seq);
+    assert(index >= 0, `sequence ${seq.id} is in its queue`);
+    queue.splice(index, 1);
+    if (seq.reservation !== undefined) this.pool.release(seq.reservation);
+    if (seq.extraReservation !== undefined) this.pool.release(seq.extraReservation);
+    seq.table = undefined;
+    const left = (this.tenantRequests.get(seq.tenant) ?? 0) - 1;
+    assert(left >= 0, 'tenant request counts stay non-negative');
+    if (left === 0) this.tenantRequests.delete(seq.tenant);
+    else this.tenantRequests.set(seq.tenant, left);
+  }
+
+  private find(requestId: string): Sequence | undefined {
+    return this.running.find((s) => s.id === requestId) ?? this.waiting.find((s) => s.id === requestId);
+  }
+}
+
+/** The chosen token's logprob and the `topCount` most likely alternatives (ties: lower id first). */
+export function describeToken(logits: Float32Array, id: number, topCount: number): GeneratedToken {
+  const lsm = logSoftmax(logits);
+  const top: TokenLogprob[] = [];
+  if (topCount > 0) {
+    const ids = Array.from(lsm.keys()).sort((a, b) => lsm[b]! - lsm[a]! || a - b);
+    for (const t of ids.slice(0, topCount)) top.push({ id: t, logprob: lsm[t]! });
+  }
+  return { id, logprob: lsm[id]!, top };
+}

@@ -1,0 +1,53 @@
+/**
+ * What goes into the engine (a tokenized, validated request) and what comes out of a step (events). Plain data: the
+ * same shapes travel between processes when prefill and decode are split.
+ */
+import type { IsolationViolation } from '../kv/isolation-error.js';
+import type { KvfenceError } from '../util/errors.js';
+import type { SamplingParams } from './sampler.js';
+
+export interface GenerationRequest {
+  /** made by the gateway, unique, never taken from a client */
+  id: string;
+  tenant: string;
+  promptTokens: readonly number[];
+  /** generated tokens at most; prompt + maxTokens must fit the proven context (I2) */
+  maxTokens: number;
+  sampling: SamplingParams;
+  /** alternatives reported per generated token (0: only the chosen token's logprob) */
+  topLogprobs: number;
+}
+
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+}
+
+export interface GeneratedToken {
+  id: number;
+  /** log-probability of the chosen token under the model's distribution (f64 log-softmax of the logits) */
+  logprob: number;
+  /** the `topLogprobs` most likely tokens, most likely first, ties by lower id */
+  top: TokenLogprob[];
+}
+
+export type FinishReason = 'stop' | 'length';
+
+export type GenerationEnd =
+  | { kind: 'finished'; reason: FinishReason; promptTokens: number; completionTokens: number }
+  | { kind: 'failed'; error: KvfenceError };
+
+/** An isolation check failed: everything an incident record needs (DESIGN I3). */
+export interface IsolationIncident {
+  request: string;
+  tenant: string;
+  violation: IsolationViolation;
+  timeMs: number;
+}
+
+export type EngineEvent =
+  | { kind: 'token'; request: string; token: GeneratedToken }
+  | { kind: 'end'; request: string; end: GenerationEnd }
+  | { kind: 'incident'; incident: IsolationIncident }
+  /** a bug surfaced while running a batch; the batch's requests failed with internal_error */
+  | { kind: 'bug'; error: Error };

@@ -1,0 +1,50 @@
+/**
+ * One request inside the engine: waiting for pages, then prefilling its prompt chunk by chunk, then decoding one token
+ * per step. Its pages are reserved in full on admission (prompt + maxTokens), so a running sequence never needs a page
+ * it does not already hold.
+ *
+ *   tokens:  0 ........ prompt.length ..................... prompt.length + maxTokens ... pages × pageSize
+ *            [ prompt  ][ generated (fed back one a step)  ][ never used: rounding to whole pages ]
+ *            ^ table.writtenTokens advances through both; it never passes the last generated token
+ */
+import type { PageReservation } from '../kv/page-pool.js';
+import type { PageTable } from '../kv/page-table.js';
+import type { GenerationRequest } from './request.js';
+import { Sampler } from './sampler.js';
+
+export type SequenceState = 'waiting' | 'prefilling' | 'decoding';
+
+export class Sequence {
+  state: SequenceState = 'waiting';
+  reservation: PageReservation | undefined;
+  /** a decode worker's sequence: the pages for generated tokens, reserved apart from the transferred prompt pages */
+  extraReservation: PageReservation | undefined;
+  table: PageTable | undefined;
+  /** the last sampled token, fed to the model in the next step */
+  nextInput: number | undefined;
+  generatedCount = 0;
+  readonly sampler: Sampler;
+
+  constructor(
+    readonly request: GenerationRequest,
+    /** pages for prompt + maxTokens */
+    readonly pagesNeeded: number,
+    /** when it gives up waiting for admission (503) */
+    readonly admitDeadlineMs: number,
+  ) {
+    this.sampler = new Sampler(request.sampling);
+  }
+
+  get id(): string {
+    return this.request.id;
+  }
+
+  get tenant(): string {
+    return this.request.tenant;
+  }
+
+  /** prompt tokens already in the KV */
+  get promptDone(): number {
+    return Math.min(this.table?.writtenTokens ?? 0, this.request.promptTokens.length);
+  }
+}

@@ -1,0 +1,281 @@
+/**
+ * One /v1/chat/completions or /v1/completions request from validation to its one ending (I6):
+ *   1. model check (404), tokenize, I2 check (400 context_length_exceeded) — before anything is reserved;
+ *   2. submit to the worker (429 tenant limit, 503 queue full are thrown here, nothing reserved);
+ *   3. read events: tokens → text (stop sequences) → SSE chunks or an accumulated body;
+ *   4. end: finished → 200 (or [DONE]); failed → its status (before the first streamed byte) or an SSE error event;
+ *      client gone → cancel (pages free before the next step); deadline → cancel + 504-style error.
+ * Streams send their headers only with the first token, so a request that fails while waiting still gets its status.
+ */
+import { randomInt, randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger, FastifyReply } from 'fastify';
+import type { FinishReason, GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
+import type { InferenceWorker } from '../node/worker.js';
+import { KvfenceError } from '../util/errors.js';
+import { httpErrorOf } from './errors.js';
+import type { GatewayMetrics, RequestOutcome } from './metrics.js';
+import * as format from './openai-format.js';
+import { RequestEvents } from './request-events.js';
+import type { ParsedRequest } from './schemas.js';
+import { promptTokens, type ServedModel } from './served-model.js';
+import { TextStream } from './text-stream.js';
+
+export interface GatewayContext {
+  model: ServedModel;
+  worker: InferenceWorker;
+  metrics: GatewayMetrics;
+  /** the longest a request may take in all (waiting + generating) */
+  requestTimeoutMs: number;
+  retryAfterS: number;
+}
+
+export class CompletionRun {
+  private readonly id: string;
+  private readonly head: format.ResponseHead;
+  private readonly arrivedMs = performance.now();
+  private readonly text: TextStream;
+  private readonly tokens: GeneratedToken[] = [];
+  private promptTokenCount = 0;
+  private content = '';
+  private lastTokenMs: number | undefined;
+  private streaming = false;
+  private settled = false;
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly parsed: ParsedRequest,
+    private readonly tenant: string,
+    private readonly reply: FastifyReply,
+    private readonly log: FastifyBaseLogger,
+  ) {
+    this.id = `${parsed.endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
+    this.head = { id: this.id, created: Math.floor(Date.now() / 1000), model: ctx.model.id };
+    this.text = new TextStream(ctx.model.tokenizer, parsed.stop);
+  }
+
+  /** Validates and submits (throwing a KvfenceError → the error handler), then serves the request to its end. */
+  async run(): Promise<void> {
+    const request = this.prepare();
+    const events = new RequestEvents(this.ctx.requestTimeoutMs);
+    try {
+      this.ctx.worker.submit(request, events);
+      this.log.info(
+        {
+          tenant: this.tenant,
+          request: this.id,
+          promptTokens: request.promptTokens.length,
+          maxTokens: request.maxTokens,
+          stream: this.parsed.stream,
+        },
+        'request accepted',
+      );
+      this.reply.raw.on('close', () => {
+        if (!this.settled) events.push({ kind: 'disconnected' });
+      });
+      await this.serve(events);
+    } finally {
+      events.dispose();
+    }
+  }
+
+  private prepare(): GenerationRequest {
+    const { parsed, ctx } = this;
+    if (parsed.model !== ctx.model.id)
+      throw new KvfenceError('model_not_found', `The model '${parsed.model}' does not exist`, 'model');
+    const prompt = promptTokens(ctx.model, parsed.prompt);
+    const context = ctx.worker.provenContext;
+    const maxTokens = parsed.maxTokens ?? context - prompt.length;
+    // I2: what can never fit is rejected here, before any reservation.
+    if (maxTokens < 1 || prompt.length + maxTokens > context) {
+      throw new KvfenceError(
+        'context_length_exceeded',
+        `This model's maximum context length is ${context} tokens. However, you requested ${prompt.length + Math.max(maxTokens, 1)} tokens ` +
+          `(${prompt.length} in the ${parsed.endpoint === 'chat' ? 'messages' : 'prompt'}, ${Math.max(maxTokens, 1)} in the completion). ` +
+          'Please reduce the length of the prompt or the completion.',
+        parsed.endpoint === 'chat' ? 'messages' : 'prompt',
+      );
+    }
+    this.promptTokenCount = prompt.length;
+    const greedy = parsed.temperature === 0;
+    return {
+      id: this.id,
+      tenant: this.tenant,
+      promptTokens: prompt,
+      maxTokens,
+      sampling: greedy
+        ? { temperature: 0, topK: 0, topP: 1, seed: 0 }
+        : { temperature: parsed.temperature, topK: 0, topP: parsed.topP, seed: parsed.seed ?? randomInt(2 ** 32) },
+      topLogprobs: parsed.logprobs ? parsed.topLogprobs : 0,
+    };
+  }
+
+  private async serve(events: RequestEvents): Promise<void> {
+    for (;;) {
+      const event = await events.next();
+      switch (event.kind) {
+        case 'token':
+          if (this.onToken(event.token, event.atMs)) {
+            this.ctx.worker.cancel(this.id); // a stop sequence ended it here
+            return this.succeed('stop');
+          }
+          break;
+        case 'end':
+          return this.onEnd(event.end);
+        case 'disconnected':
+          this.ctx.worker.cancel(this.id);
+          this.settled = true;
+          this.log.info(
+            { tenant: this.tenant, request: this.id, completionTokens: this.tokens.length },
+            'client disconnected; request cancelled',
+          );
+          this.count('cancelled');
+          return;
+        case 'deadline':
+          this.ctx.worker.cancel(this.id);
+          return this.fail(
+            new KvfenceError('server_overloaded', `the request did not finish within ${this.ctx.requestTimeoutMs} ms`),
+          );
+      }
+    }
+  }
+
+  /** True when a stop sequence completed. */
+  private onToken(token: GeneratedToken, atMs: number): boolean {
+    const m = this.ctx.metrics;
+    const labels = { model_name: m.modelName };
+    if (this.lastTokenMs === undefined) m.timeToFirstToken.observe(labels, (atMs - this.arrivedMs) / 1000);
+    else m.interTokenLatency.observe(labels, (atMs - this.lastTokenMs) / 1000);
+    m.generationTokens.inc(labels);
+    this.lastTokenMs = atMs;
+    this.tokens.push(token);
+    const step = this.text.push(token.id);
+    this.content += step.text;
+    if (this.parsed.stream) this.writeTokenChunk(token, step.text);
+    return step.stopped;
+  }
+
+  private onEnd(end: GenerationEnd): void {
+    if (end.kind === 'failed') {
+      this.fail(end.error);
+      return;
+    }
+    const rest = this.text.finish();
+    this.content += rest;
+    if (this.parsed.stream && rest !== '') this.writeTextChunk(rest);
+    this.succeed(end.reason);
+  }
+
+  private succeed(reason: FinishReason): void {
+    this.settled = true;
+    const usage = format.usageOf(this.promptTokenCount, this.tokens.length);
+    const m = this.ctx.metrics;
+    m.promptTokens.inc({ model_name: m.modelName }, usage.prompt_tokens);
+    m.requestLatency.observe({ model_name: m.modelName }, (performance.now() - this.arrivedMs) / 1000);
+    m.requestSuccess.inc({ model_name: m.modelName, finished_reason: reason });
+    this.count('completed');
+    this.log.info(
+      { tenant: this.tenant, request: this.id, finishReason: reason, completionTokens: usage.completion_tokens },
+      'request completed',
+    );
+    if (this.parsed.stream) {
+      this.startStream();
+      const final =
+        this.parsed.endpoint === 'chat'
+          ? format.chatChunk(this.head, {}, reason, null)
+          : format.textCompletion(this.head, '', reason, null);
+      this.sse(final);
+      if (this.parsed.includeUsage) this.sse(format.usageChunk(this.head, this.parsed.endpoint, usage));
+      this.reply.raw.end('data: [DONE]\n\n');
+      return;
+    }
+    const logprobs = this.parsed.logprobs;
+    const { tokenizer } = this.ctx.model;
+    const body =
+      this.parsed.endpoint === 'chat'
+        ? format.chatCompletion(
+            this.head,
+            this.content,
+            reason,
+            usage,
+            logprobs ? this.tokens.map((t) => format.chatLogprob(tokenizer, t)) : null,
+          )
+        : format.textCompletion(
+            this.head,
+            this.content,
+            reason,
+            logprobs ? format.completionLogprobs(tokenizer, this.tokens, 0, this.parsed.topLogprobs > 0) : null,
+            usage,
+          );
+    this.reply.code(200).send(body);
+  }
+
+  private fail(error: KvfenceError): void {
+    this.settled = true;
+    const http = httpErrorOf(error, this.ctx.retryAfterS);
+    this.count(http.status < 500 ? 'rejected' : 'failed');
+    this.log.warn(
+      { tenant: this.tenant, request: this.id, code: error.code, status: http.status },
+      `request failed: ${error.message}`,
+    );
+    if (this.streaming) {
+      // Headers are out: the failure travels as an error event, and the stream ends without [DONE] (never a success).
+      this.sse(http.body);
+      this.reply.raw.end();
+      return;
+    }
+    if (http.retryAfterS !== undefined) this.reply.header('retry-after', String(http.retryAfterS));
+    this.reply.code(http.status).send(http.body);
+  }
+
+  private writeTokenChunk(token: GeneratedToken, text: string): void {
+    const { tokenizer } = this.ctx.model;
+    const { endpoint, logprobs, topLogprobs } = this.parsed;
+    this.startStream();
+    if (endpoint === 'chat') {
+      this.sse(
+        format.chatChunk(this.head, { content: text }, null, logprobs ? [format.chatLogprob(tokenizer, token)] : null),
+      );
+    } else {
+      const offset = this.content.length - text.length;
+      this.sse(
+        format.textCompletion(
+          this.head,
+          text,
+          null,
+          logprobs ? format.completionLogprobs(tokenizer, [token], offset, topLogprobs > 0) : null,
+        ),
+      );
+    }
+  }
+
+  private writeTextChunk(text: string): void {
+    this.startStream();
+    this.sse(
+      this.parsed.endpoint === 'chat'
+        ? format.chatChunk(this.head, { content: text }, null, null)
+        : format.textCompletion(this.head, text, null, null),
+    );
+  }
+
+  private startStream(): void {
+    if (this.streaming) return;
+    this.streaming = true;
+    this.reply.hijack();
+    this.reply.raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-request-id': this.id,
+    });
+    if (this.parsed.endpoint === 'chat')
+      this.sse(format.chatChunk(this.head, { role: 'assistant', content: '' }, null, null));
+  }
+
+  private sse(data: object): void {
+    if (!this.reply.raw.writableEnded) this.reply.raw.write(`data: ${JSON.stringify(data)}\n\n`);
+  }
+
+  private count(outcome: RequestOutcome): void {
+    this.ctx.metrics.requests.inc({ tenant: this.tenant, outcome });
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * Response bodies in OpenAI's shapes: chat.completion / chat.completion.chunk and text_completion, with `usage`,
+ * `finish_reason` and both logprobs formats (chat: content[] with top_logprobs; completions: the legacy parallel arrays).
+ */
+import type { FinishReason, GeneratedToken } from '../engine/request.js';
+import type { Tokenizer } from '../model/tokenizer.js';
+import { tokenPiece } from './text-stream.js';
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export function usageOf(promptTokens: number, completionTokens: number): Usage {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
+}
+
+export interface ChatTokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: { token: string; logprob: number; bytes: number[] }[];
+}
+
+export function chatLogprob(tokenizer: Tokenizer, token: GeneratedToken): ChatTokenLogprob {
+  const piece = tokenPiece(tokenizer, token.id);
+  return {
+    token: piece.text,
+    logprob: token.logprob,
+    bytes: piece.bytes,
+    top_logprobs: token.top.map((t) => {
+      const p = tokenPiece(tokenizer, t.id);
+      return { token: p.text, logprob: t.logprob, bytes: p.bytes };
+    }),
+  };
+}
+
+export interface CompletionLogprobs {
+  tokens: string[];
+  token_logprobs: number[];
+  top_logprobs: Record<string, number>[] | null;
+  text_offset: number[];
+}
+
+/** Appends tokens to the legacy completions logprobs arrays; `offset` is the text length before the first one. */
+export function completionLogprobs(
+  tokenizer: Tokenizer,
+  tokens: readonly GeneratedToken[],
+  offset: number,
+  withTop: boolean,
+): CompletionLogprobs {
+  const out: CompletionLogprobs = {
+    tokens: [],
+    token_logprobs: [],
+    top_logprobs: withTop ? [] : null,
+    text_offset: [],
+  };
+  let at = offset;
+  for (const token of tokens) {
+    const text = tokenPiece(tokenizer, token.id).text;
+    out.tokens.push(text);
+    out.token_logprobs.push(token.logprob);
+    out.text_offset.push(at);
+    at += text.length;
+    if (out.top_logprobs !== null) {
+      const top: Record<string, number> = {};
+      for (const t of token.top) {
+        const key = tokenPiece(tokenizer, t.id).text;
+        if (!(key in top)) top[key] = t.logprob;
+      }
+      out.top_logprobs.push(top);
+    }
+  }
+  return out;
+}
+
+export interface ResponseHead {
+  id: string;
+  created: number;
+  model: string;
+}
+
+export function chatCompletion(
+  head: ResponseHead,
+  text: string,
+  finish: FinishReason,
+  usage: Usage,
+  logprobs: ChatTokenLogprob[] | null,
+) {
+  return {
+    ...head,
+    object: 'chat.completion',
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: text },
+        logprobs: logprobs === null ? null : { content: logprobs },
+        finish_reason: finish,
+      },
+    ],
+    usage,
+  };
+}
+
+export function chatChunk(
+  head: ResponseHead,
+  delta: { role?: 'assistant'; content?: string },
+  finish: FinishReason | null,
+  logprobs: ChatTokenLogprob[] | null,
+) {
+  return {
+    ...head,
+    object: 'chat.completion.chunk',
+    choices: [{ index: 0, delta, logprobs: logprobs === null ? null : { content: logprobs }, finish_reason: finish }],
+  };
+}
+
+export function textCompletion(
+  head: ResponseHead,
+  text: string,
+  finish: FinishReason | null,
+  logprobs: CompletionLogprobs | null,
+  usage?: Usage,
+) {
+  return {
+    ...head,
+    object: 'text_completion',
+    choices: [{ index: 0, text, logprobs, finish_reason: finish }],
+    ...(usage !== undefined ? { usage } : {}),
+  };
+}
+
+/** The final streamed chunk carrying usage (stream_options.include_usage): no choices. */
+export function usageChunk(head: ResponseHead, endpoint: 'chat' | 'completion', usage: Usage) {
+  return { ...head, object: endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion', choices: [], usage };
+}

@@ -1,0 +1,54 @@
+/**
+ * A request's events (tokens, its ending, a client disconnect) as an awaitable queue, so a route handler reads as
+ * straight-line code. Every wait has a deadline (I6): past it the request is cancelled and answered with a timeout.
+ */
+import type { GeneratedToken, GenerationEnd } from '../engine/request.js';
+import type { GenerationSink } from '../node/worker.js';
+import { assert } from '../util/assert.js';
+
+export type RequestEvent =
+  | { kind: 'token'; token: GeneratedToken; atMs: number }
+  | { kind: 'end'; end: GenerationEnd }
+  | { kind: 'disconnected' }
+  | { kind: 'deadline' };
+
+export class RequestEvents implements GenerationSink {
+  private readonly queue: RequestEvent[] = [];
+  private waiter: ((event: RequestEvent) => void) | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(deadlineMs: number) {
+    this.timer = setTimeout(() => this.push({ kind: 'deadline' }), deadlineMs);
+  }
+
+  onToken(token: GeneratedToken): void {
+    this.push({ kind: 'token', token, atMs: performance.now() });
+  }
+
+  onEnd(end: GenerationEnd): void {
+    this.push({ kind: 'end', end });
+  }
+
+  push(event: RequestEvent): void {
+    const waiter = this.waiter;
+    if (waiter !== undefined) {
+      this.waiter = undefined;
+      waiter(event);
+    } else {
+      this.queue.push(event);
+    }
+  }
+
+  next(): Promise<RequestEvent> {
+    const event = this.queue.shift();
+    if (event !== undefined) return Promise.resolve(event);
+    assert(this.waiter === undefined, 'one reader at a time');
+    return new Promise((resolve) => {
+      this.waiter = resolve;
+    });
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+  }
+}

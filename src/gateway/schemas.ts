@@ -1,0 +1,254 @@
+/**
+ * OpenAI request bodies → one validated, typed request. Supported options are read; options kvfence does not support
+ * (n > 1, tools, penalties, echo, ...) are a 400 naming the parameter, never silently ignored; unknown fields are a 400
+ * too, as OpenAI answers them.
+ */
+import type { ChatMessage, ChatRole } from '../model/chat-template.js';
+import { KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
+
+export type PromptInput =
+  | { kind: 'messages'; messages: ChatMessage[] }
+  | { kind: 'text'; text: string }
+  | { kind: 'tokens'; tokens: number[] };
+
+export interface ParsedRequest {
+  endpoint: 'chat' | 'completion';
+  model: string;
+  prompt: PromptInput;
+  /** undefined: until the context is full (chat) */
+  maxTokens: number | undefined;
+  temperature: number;
+  topP: number;
+  seed: number | undefined;
+  stop: string[];
+  /** chat: logprobs true; completions: logprobs given (0..5) */
+  logprobs: boolean;
+  topLogprobs: number;
+  stream: boolean;
+  includeUsage: boolean;
+}
+
+type Body = Record<string, unknown>;
+
+const COMMON_FIELDS = [
+  'model',
+  'stream',
+  'stream_options',
+  'max_tokens',
+  'temperature',
+  'top_p',
+  'seed',
+  'stop',
+  'n',
+  'user',
+  'frequency_penalty',
+  'presence_penalty',
+  'logit_bias',
+];
+const CHAT_FIELDS = [
+  ...COMMON_FIELDS,
+  'messages',
+  'max_completion_tokens',
+  'logprobs',
+  'top_logprobs',
+  'tools',
+  'tool_choice',
+  'functions',
+  'function_call',
+  'response_format',
+  'parallel_tool_calls',
+];
+const COMPLETION_FIELDS = [...COMMON_FIELDS, 'prompt', 'logprobs', 'echo', 'suffix', 'best_of'];
+
+function bad(message: string, param: string): KvfenceError {
+  return new KvfenceError('invalid_request_error', message, param);
+}
+
+function unsupported(param: string, what: string): KvfenceError {
+  return bad(`${param}: ${what} is not supported by this server`, param);
+}
+
+export function parseChatRequest(raw: unknown): ParsedRequest {
+  const body = asBody(raw, CHAT_FIELDS);
+  rejectUnsupported(body);
+  for (const field of ['tools', 'tool_choice', 'functions', 'function_call', 'parallel_tool_calls'] as const) {
+    if (body[field] !== undefined && body[field] !== null) throw unsupported(field, 'tool calling');
+  }
+  const format = body['response_format'];
+  if (format !== undefined && format !== null && !(isBody(format) && format['type'] === 'text'))
+    throw unsupported('response_format', 'structured output');
+  const logprobs = optional(body, 'logprobs', isBoolean, 'a boolean') ?? false;
+  const topLogprobs =
+    optional(body, 'top_logprobs', isInt(0, LIMITS.topLogprobsMax), `an integer from 0 to ${LIMITS.topLogprobsMax}`) ??
+    0;
+  if (topLogprobs > 0 && !logprobs) throw bad('top_logprobs requires logprobs: true', 'top_logprobs');
+  const maxTokens = optional(body, 'max_tokens', isInt(1, LIMITS.generateTokensMax), 'a positive integer');
+  const maxCompletionTokens = optional(
+    body,
+    'max_completion_tokens',
+    isInt(1, LIMITS.generateTokensMax),
+    'a positive integer',
+  );
+  return {
+    endpoint: 'chat',
+    ...common(body),
+    prompt: { kind: 'messages', messages: parseMessages(body['messages']) },
+    maxTokens: maxCompletionTokens ?? maxTokens,
+    logprobs,
+    topLogprobs,
+  };
+}
+
+export function parseCompletionRequest(raw: unknown): ParsedRequest {
+  const body = asBody(raw, COMPLETION_FIELDS);
+  rejectUnsupported(body);
+  if (body['echo'] !== undefined && body['echo'] !== false && body['echo'] !== null)
+    throw unsupported('echo', 'echoing the prompt');
+  if (body['suffix'] !== undefined && body['suffix'] !== null) throw unsupported('suffix', 'insertion');
+  const bestOf = body['best_of'];
+  if (bestOf !== undefined && bestOf !== null && bestOf !== 1) throw unsupported('best_of', 'best_of other than 1');
+  const logprobs = optional(
+    body,
+    'logprobs',
+    isInt(0, LIMITS.completionLogprobsMax),
+    `an integer from 0 to ${LIMITS.completionLogprobsMax}`,
+  );
+  return {
+    endpoint: 'completion',
+    ...common(body),
+    prompt: parsePrompt(body['prompt']),
+    // OpenAI's legacy default
+    maxTokens: optional(body, 'max_tokens', isInt(1, LIMITS.generateTokensMax), 'a positive integer') ?? 16,
+    logprobs: logprobs !== undefined,
+    topLogprobs: logprobs ?? 0,
+  };
+}
+
+function common(
+  body: Body,
+): Pick<ParsedRequest, 'model' | 'temperature' | 'topP' | 'seed' | 'stop' | 'stream' | 'includeUsage'> {
+  const model = body['model'];
+  if (typeof model !== 'string' || model === '') throw bad('model is required', 'model');
+  const stream = optional(body, 'stream', isBoolean, 'a boolean') ?? false;
+  const options = body['stream_options'];
+  let includeUsage = false;
+  if (options !== undefined && options !== null) {
+    if (!stream) throw bad('stream_options is only allowed with stream: true', 'stream_options');
+    if (!isBody(options)) throw bad('stream_options must be an object', 'stream_options');
+    includeUsage = options['include_usage'] === true;
+  }
+  const temperature = optional(body, 'temperature', isNumberIn(0, 2), 'a number from 0 to 2') ?? 1;
+  const topP =
+    optional(body, 'top_p', (v): v is number => typeof v === 'number' && v > 0 && v <= 1, 'a number in (0, 1]') ?? 1;
+  const seed = optional(body, 'seed', isInt(-(2 ** 53), 2 ** 53), 'an integer');
+  return {
+    model,
+    temperature,
+    topP,
+    seed: seed === undefined ? undefined : seed >>> 0,
+    stop: parseStop(body['stop']),
+    stream,
+    includeUsage,
+  };
+}
+
+function rejectUnsupported(body: Body): void {
+  const n = body['n'];
+  if (n !== undefined && n !== null && n !== 1) throw unsupported('n', 'n other than 1');
+  for (const field of ['frequency_penalty', 'presence_penalty'] as const) {
+    const v = body[field];
+    if (v !== undefined && v !== null && v !== 0) throw unsupported(field, 'a non-zero penalty');
+  }
+  const bias = body['logit_bias'];
+  if (bias !== undefined && bias !== null && !(isBody(bias) && Object.keys(bias).length === 0))
+    throw unsupported('logit_bias', 'logit_bias');
+}
+
+function parseMessages(value: unknown): ChatMessage[] {
+  if (!Array.isArray(value) || value.length === 0) throw bad('messages must be a non-empty array', 'messages');
+  if (value.length > LIMITS.chatMessagesMax) throw bad(`at most ${LIMITS.chatMessagesMax} messages`, 'messages');
+  return value.map((m: unknown, i: number) => {
+    const param = `messages[${i}]`;
+    if (!isBody(m)) throw bad(`${param} must be an object`, param);
+    const role = m['role'] === 'developer' ? 'system' : m['role'];
+    if (role !== 'system' && role !== 'user' && role !== 'assistant') {
+      throw bad(
+        `${param}.role must be system, developer, user or assistant (tool messages are not supported)`,
+        `${param}.role`,
+      );
+    }
+    return { role: role as ChatRole, content: messageText(m['content'], `${param}.content`) };
+  });
+}
+
+function messageText(content: unknown, param: string): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) throw bad(`${param} must be a string or an array of text parts`, param);
+  return content
+    .map((part: unknown, i: number) => {
+      if (!isBody(part) || part['type'] !== 'text' || typeof part['text'] !== 'string') {
+        throw bad(`${param}[${i}]: only text parts are supported`, `${param}[${i}]`);
+      }
+      return part['text'];
+    })
+    .join('');
+}
+
+function parsePrompt(value: unknown): PromptInput {
+  if (typeof value === 'string') return { kind: 'text', text: value };
+  if (Array.isArray(value)) {
+    if (value.length === 1 && (typeof value[0] === 'string' || Array.isArray(value[0]))) return parsePrompt(value[0]);
+    if (value.length > 0 && value.every((t) => Number.isInteger(t)))
+      return { kind: 'tokens', tokens: value as number[] };
+    if (value.length > 1 && value.every((t) => typeof t === 'string' || Array.isArray(t)))
+      throw unsupported('prompt', 'more than one prompt per request');
+  }
+  throw bad('prompt must be a string or an array of token ids', 'prompt');
+}
+
+function parseStop(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  const stops = typeof value === 'string' ? [value] : value;
+  if (!Array.isArray(stops) || stops.length > LIMITS.stopSequencesMax)
+    throw bad(`stop must be a string or up to ${LIMITS.stopSequencesMax} strings`, 'stop');
+  return stops.map((s: unknown) => {
+    if (typeof s !== 'string' || s === '' || s.length > LIMITS.stopSequenceCharsMax) {
+      throw bad(
+        `each stop sequence must be a non-empty string of at most ${LIMITS.stopSequenceCharsMax} characters`,
+        'stop',
+      );
+    }
+    return s;
+  });
+}
+
+function asBody(raw: unknown, fields: readonly string[]): Body {
+  if (!isBody(raw)) throw bad('the request body must be a JSON object', 'body');
+  for (const key of Object.keys(raw))
+    if (!fields.includes(key)) throw bad(`Unrecognized request argument supplied: ${key}`, key);
+  return raw;
+}
+
+function optional<T>(body: Body, field: string, is: (v: unknown) => v is T, what: string): T | undefined {
+  const v = body[field];
+  if (v === undefined || v === null) return undefined;
+  if (!is(v)) throw bad(`${field} must be ${what}`, field);
+  return v;
+}
+
+function isBody(value: unknown): value is Body {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isBoolean(v: unknown): v is boolean {
+  return typeof v === 'boolean';
+}
+
+function isInt(min: number, max: number) {
+  return (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
+}
+
+function isNumberIn(min: number, max: number) {
+  return (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max;
+}

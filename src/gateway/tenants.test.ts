@@ -1,0 +1,35 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { KvfenceError } from '../util/errors.js';
+import { DEV_TENANT, hashApiKey, parseKeyFile, TenantDirectory } from './tenants.js';
+
+test('keys map to tenants through their hashes only', () => {
+  const file = parseKeyFile(
+    {
+      keys: [
+        { tenant: 'acme', sha256: hashApiKey('k-acme-0123456789') },
+        { tenant: 'globex', sha256: hashApiKey('k-globex-012345678') },
+      ],
+      tenants: { acme: { kvPagesMax: 64 } },
+    },
+    'keys.json',
+  );
+  const dir = new TenantDirectory(file);
+  assert.equal(dir.authenticate('Bearer k-acme-0123456789'), 'acme');
+  assert.equal(dir.authenticate('Bearer k-globex-012345678'), 'globex');
+  assert.equal(dir.authenticate('Bearer k-acme-012345678'), undefined);
+  assert.equal(dir.authenticate(undefined), undefined);
+  assert.equal(dir.authenticate('k-acme-0123456789'), undefined, 'the Bearer scheme is required');
+  assert.deepEqual(file.tenants.get('acme'), { kvPagesMax: 64 });
+});
+
+test('a key file with a plaintext key, a bad hash or no keys is refused; no file is dev mode', () => {
+  const refused = (json: unknown) => assert.throws(() => parseKeyFile(json, 'k.json'), KvfenceError);
+  refused({ keys: [{ tenant: 'a', key: 'secret', sha256: hashApiKey('secret') }] });
+  refused({ keys: [{ tenant: 'a', sha256: 'abc' }] });
+  refused({ keys: [] });
+  refused({ keys: [{ tenant: 'bad tenant', sha256: hashApiKey('x') }] });
+  const dev = new TenantDirectory(undefined);
+  assert.ok(dev.devMode);
+  assert.equal(dev.authenticate(undefined), DEV_TENANT);
+});

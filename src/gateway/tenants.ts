@@ -1,0 +1,124 @@
+/**
+ * API keys → tenants. The key file holds only SHA-256 hashes of keys, never keys; a presented key is hashed and
+ * compared against every entry in constant time (no early exit, timingSafeEqual), so timing tells nothing about which
+ * prefix matched. Without a key file the gateway runs in single-tenant dev mode: every request is tenant "dev".
+ *
+ * Key file (JSON):
+ *   { "keys": [ { "tenant": "acme", "sha256": "<64 hex>" } ],
+ *     "tenants": { "acme": { "concurrentRequestsMax": 8, "kvPagesMax": 512 } } }      ← limits optional
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
+import type { TenantLimits } from '../engine/engine-config.js';
+import { errorMessage, KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
+
+export const DEV_TENANT = 'dev';
+const TENANT_ID = /^[A-Za-z0-9._-]{1,64}$/;
+const HEX_SHA256 = /^[0-9a-f]{64}$/;
+
+export interface KeyEntry {
+  tenant: string;
+  sha256: string;
+}
+
+export interface KeyFile {
+  keys: KeyEntry[];
+  tenants: Map<string, Partial<TenantLimits>>;
+}
+
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
+}
+
+export function validTenantId(tenant: string): boolean {
+  return TENANT_ID.test(tenant);
+}
+
+export function loadKeyFile(path: string): KeyFile {
+  let text: string;
+  try {
+    if (statSync(path).size > LIMITS.apiKeyFileBytesMax)
+      throw new Error(`larger than ${LIMITS.apiKeyFileBytesMax} bytes`);
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new KvfenceError('file_not_found', `cannot read the API key file ${path}: ${errorMessage(error)}`);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new KvfenceError('invalid_argument', `${path} is not JSON: ${errorMessage(error)}`);
+  }
+  return parseKeyFile(json, path);
+}
+
+export function parseKeyFile(json: unknown, path: string): KeyFile {
+  const fail = (what: string) => new KvfenceError('invalid_argument', `${path}: ${what}`);
+  if (!isObject(json) || !Array.isArray(json['keys']))
+    throw fail('expected {"keys": [{"tenant": ..., "sha256": ...}]}');
+  const keys: KeyEntry[] = json['keys'].map((entry: unknown, i: number) => {
+    if (!isObject(entry)) throw fail(`keys[${i}] is not an object`);
+    const { tenant, sha256 } = entry;
+    if (typeof tenant !== 'string' || !validTenantId(tenant)) throw fail(`keys[${i}].tenant must match ${TENANT_ID}`);
+    if ('key' in entry) throw fail(`keys[${i}] holds a plaintext key: store only its sha256 (kvfence keys hash)`);
+    if (typeof sha256 !== 'string' || !HEX_SHA256.test(sha256))
+      throw fail(`keys[${i}].sha256 must be 64 lowercase hex digits`);
+    return { tenant, sha256 };
+  });
+  if (keys.length === 0) throw fail('no keys: remove --api-keys to run the single-tenant dev mode instead');
+  if (new Set(keys.map((k) => k.sha256)).size !== keys.length) throw fail('the same key hash appears twice');
+  const tenants = new Map<string, Partial<TenantLimits>>();
+  const limits = json['tenants'] ?? {};
+  if (!isObject(limits)) throw fail('"tenants" must be an object of per-tenant limits');
+  for (const [tenant, value] of Object.entries(limits)) {
+    if (!isObject(value)) throw fail(`tenants.${tenant} must be an object`);
+    const entry: Partial<TenantLimits> = {};
+    for (const name of ['concurrentRequestsMax', 'kvPagesMax'] as const) {
+      const v = value[name];
+      if (v === undefined) continue;
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+        throw fail(`tenants.${tenant}.${name} must be a positive integer`);
+      entry[name] = v;
+    }
+    tenants.set(tenant, entry);
+  }
+  if (tenants.size + keys.length > LIMITS.tenantCountMax) throw fail('too many tenants');
+  return { keys, tenants };
+}
+
+/** Who a request is: a tenant, or undefined for a missing or wrong key. */
+export class TenantDirectory {
+  private readonly hashes: { tenant: string; hash: Buffer }[];
+
+  constructor(readonly keyFile: KeyFile | undefined) {
+    this.hashes = (keyFile?.keys ?? []).map((k) => ({ tenant: k.tenant, hash: Buffer.from(k.sha256, 'hex') }));
+  }
+
+  get devMode(): boolean {
+    return this.keyFile === undefined;
+  }
+
+  /** Every tenant with a key (dev mode: "dev"). */
+  tenants(): string[] {
+    return this.devMode ? [DEV_TENANT] : [...new Set(this.hashes.map((h) => h.tenant))];
+  }
+
+  authenticate(authorization: string | undefined): string | undefined {
+    if (this.devMode) return DEV_TENANT;
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+    const presented = createHash('sha256')
+      .update(match?.[1] ?? '', 'utf8')
+      .digest();
+    let found: string | undefined;
+    for (const entry of this.hashes) {
+      // compare every entry, whatever matched before: the time does not depend on which one matches
+      if (timingSafeEqual(presented, entry.hash) && match !== null) found = entry.tenant;
+    }
+    return found;
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,278 @@
+/**
+ * The KV page pool: one arena allocated at startup, and per page an owner tag (tenant, request), an epoch, a
+ * written-token count and a state. It deals in page ids only and knows nothing of models.
+ *
+ * Life of a page (reserve → acquire → release):
+ *
+ *   free ──reserve──▶ reserved ──acquire──▶ active ──release──▶ (scrub: zero floats, written = 0, epoch + 1) ──▶ free
+ *     ▲                   └──────────────────release──────────────────┘
+ *
+ * Isolation (DESIGN I3, I4): a page is granted to exactly one owner; releasing it zeroes its floats and bumps its epoch
+ * before it can be granted again; `checkReadable` is the only way a reader is cleared to attend over a page table.
+ * The pool keeps its own record of every grant (the `PageReservation`), so a corrupted page table can neither free a
+ * page it does not own nor make the owner's pages leak (I8).
+ */
+import { assert } from '../util/assert.js';
+import { KvIsolationError } from './isolation-error.js';
+import type { KvLayout } from './kv-layout.js';
+import type { PageOwner } from './page-owner.js';
+import { newPageTable, type PageTable } from './page-table.js';
+
+export interface PagePoolOptions {
+  /** benchmarks only: skip ownership checks and scrubbing (never the default) */
+  unchecked?: boolean;
+}
+
+export type PageState = 'free' | 'reserved' | 'active';
+const STATE_FREE = 0;
+const STATE_RESERVED = 1;
+const STATE_ACTIVE = 2;
+const STATE_NAMES: readonly PageState[] = ['free', 'reserved', 'active'];
+
+/** The pool's own record of a grant: which pages, at which epochs, for whom. Only the pool changes it. */
+export interface PageReservation {
+  readonly owner: PageOwner;
+  readonly pages: readonly number[];
+  readonly epochs: readonly number[];
+  readonly state: 'reserved' | 'acquired' | 'released';
+}
+
+interface MutableReservation {
+  owner: PageOwner;
+  pages: number[];
+  epochs: number[];
+  state: 'reserved' | 'acquired' | 'released';
+}
+
+export class PagePool {
+  readonly arena: Float32Array; // (pageCount, layout.floatsPerPage)
+  private readonly free: Int32Array; // stack of free page ids
+  private freeCount: number;
+  private readonly owners: (PageOwner | undefined)[];
+  private readonly epochs: Uint32Array;
+  private readonly written: Int32Array; // tokens written per page
+  private readonly states: Uint8Array;
+  private readonly tenantPages = new Map<string, number>();
+  private reservations = 0;
+  readonly checked: boolean;
+
+  constructor(
+    readonly layout: KvLayout,
+    readonly pageCount: number,
+    options: PagePoolOptions = {},
+  ) {
+    assert(Number.isInteger(pageCount) && pageCount >= 1, `page count ${pageCount} must be a positive integer`);
+    this.arena = new Float32Array(pageCount * layout.floatsPerPage);
+    this.free = new Int32Array(pageCount);
+    for (let i = 0; i < pageCount; i++) this.free[i] = pageCount - 1 - i; // pop order: 0, 1, 2, ...
+    this.freeCount = pageCount;
+    this.owners = new Array<PageOwner | undefined>(pageCount).fill(undefined);
+    this.epochs = new Uint32Array(pageCount);
+    this.written = new Int32Array(pageCount);
+    this.states = new Uint8Array(pageCount);
+    this.checked = options.unchecked !== true;
+  }
+
+  get freePageCount(): number {
+    return this.freeCount;
+  }
+
+  get usedPageCount(): number {
+    return this.pageCount - this.freeCount;
+  }
+
+  /** Successful reservations since startup: a test's proof that a rejected request touched no page. */
+  get reservationCount(): number {
+    return this.reservations;
+  }
+
+  /** Pages held (reserved or active) per tenant. */
+  pagesByTenant(): ReadonlyMap<string, number> {
+    return this.tenantPages;
+  }
+
+  pagesOfTenant(tenant: string): number {
+    return this.tenantPages.get(tenant) ?? 0;
+  }
+
+  /** Stamps `count` free pages with the owner (written = 0), all or none; undefined when too few are free. */
+  reserve(owner: PageOwner, count: number): PageReservation | undefined {
+    assert(Number.isInteger(count) && count >= 0, 'page count must be a non-negative integer');
+    if (count > this.freeCount) return undefined;
+    const reservation: MutableReservation = { owner, pages: [], epochs: [], state: 'reserved' };
+    for (let i = 0; i < count; i++) {
+      const page = this.free[--this.freeCount]!;
+      assert(this.states[page] === STATE_FREE && this.owners[page] === undefined, `free page ${page} is not free`);
+      assert(this.written[page] === 0, `free page ${page} was not scrubbed`);
+      this.owners[page] = owner;
+      this.states[page] = STATE_RESERVED;
+      reservation.pages.push(page);
+      reservation.epochs.push(this.epochs[page]!);
+    }
+    this.tenantPages.set(owner.tenant, this.pagesOfTenant(owner.tenant) + count);
+    this.reservations++;
+    this.assertConserved();
+    return reservation;
+  }
+
+  /** Makes a reservation's pages writable and returns the page table through which its sequence reads and writes. */
+  acquire(reservation: PageReservation, table: PageTable = newPageTable(reservation.owner)): PageTable {
+    const r = reservation as MutableReservation;
+    assert(r.state === 'reserved', `acquire of a reservation in state ${r.state}`);
+    assert(
+      table.owner === r.owner && table.pages.length === 0,
+      'a reservation is acquired into an empty table of its owner',
+    );
+    r.pages.forEach((page, i) => {
+      this.assertHeld(page, r.owner, r.epochs[i]!);
+      assert(this.states[page] === STATE_RESERVED, `page ${page} is not reserved`);
+      this.states[page] = STATE_ACTIVE;
+      table.pages.push(page);
+      table.epochs.push(r.epochs[i]!);
+    });
+    r.state = 'acquired';
+    return table;
+  }
+
+  /** Returns every page of the reservation: each is zeroed, its epoch bumped, then it is free again. Idempotent. */
+  release(reservation: PageReservation): void {
+    const r = reservation as MutableReservation;
+    if (r.state === 'released') return;
+    for (let i = 0; i < r.pages.length; i++) this.freePage(r.pages[i]!, r.owner, r.epochs[i]!);
+    this.tenantPages.set(r.owner.tenant, this.pagesOfTenant(r.owner.tenant) - r.pages.length);
+    if (this.tenantPages.get(r.owner.tenant) === 0) this.tenantPages.delete(r.owner.tenant);
+    r.state = 'released';
+    this.assertConserved();
+  }
+
+  /** Single-owner convenience (generate, tests): reserve + acquire `count` more pages into the table, all or none. */
+  grow(table: PageTable, count: number): boolean {
+    const reservation = this.reserve(table.owner, count);
+    if (reservation === undefined) return false;
+    const view = this.acquire(reservation);
+    table.pages.push(...view.pages);
+    table.epochs.push(...view.epochs);
+    return true;
+  }
+
+  /** Single-owner convenience: releases every page of a table that `grow` filled. */
+  releaseAll(table: PageTable): void {
+    table.pages.forEach((page, i) => {
+      assert(
+        this.owners[page] === table.owner && this.epochs[page] === table.epochs[i],
+        `release of page ${page} by a non-owner`,
+      );
+      this.freePage(page, table.owner, table.epochs[i]!);
+    });
+    const left = this.pagesOfTenant(table.owner.tenant) - table.pages.length;
+    if (left === 0) this.tenantPages.delete(table.owner.tenant);
+    else this.tenantPages.set(table.owner.tenant, left);
+    table.pages.length = 0;
+    table.epochs.length = 0;
+    table.writtenTokens = 0;
+    this.assertConserved();
+  }
+
+  /**
+   * I3 at the point of reading: every page the table's first `tokenCount` tokens live in must be active, belong to the
+   * table's owner at the epoch it was granted, and hold at least the tokens read from it. Throws KvIsolationError.
+   */
+  checkReadable(table: PageTable, tokenCount: number): void {
+    if (!this.checked) return;
+    const { pageSize } = this.layout;
+    const pagesNeeded = Math.ceil(tokenCount / pageSize);
+    if (pagesNeeded > table.pages.length) {
+      this.violation(table, table.pages.length, 'the page table is shorter than the tokens read');
+    }
+    for (let i = 0; i < pagesNeeded; i++) {
+      const page = table.pages[i]!;
+      if (!Number.isInteger(page) || page < 0 || page >= this.pageCount)
+        this.violation(table, i, 'page id out of range');
+      const owner = this.owners[page];
+      if (owner === undefined || owner.tenant !== table.owner.tenant || owner.request !== table.owner.request) {
+        this.violation(table, i, 'page owned by someone else');
+      }
+      if (this.epochs[page] !== table.epochs[i]) this.violation(table, i, 'stale epoch: the page was freed and reused');
+      if (this.states[page] !== STATE_ACTIVE)
+        this.violation(table, i, `page is ${STATE_NAMES[this.states[page]!]}, not active`);
+      const needed = Math.min(pageSize, tokenCount - i * pageSize);
+      if (this.written[page]! < needed) {
+        this.violation(table, i, `reads ${needed} tokens but only ${this.written[page]} were written`);
+      }
+    }
+  }
+
+  /** Records that the table's tokens up to `tokenCount` are (being) written; the pages must be the owner's, active. */
+  markWritten(table: PageTable, tokenCount: number): void {
+    const { pageSize } = this.layout;
+    assert(tokenCount <= table.pages.length * pageSize, 'writing past the granted pages');
+    assert(tokenCount >= table.writtenTokens, 'written counts only grow');
+    for (let i = Math.floor(table.writtenTokens / pageSize); i < Math.ceil(tokenCount / pageSize); i++) {
+      const page = table.pages[i]!;
+      this.assertHeld(page, table.owner, table.epochs[i]!);
+      assert(this.states[page] === STATE_ACTIVE, `write to page ${page} that is not active`);
+      this.written[page] = Math.min(pageSize, tokenCount - i * pageSize);
+    }
+    table.writtenTokens = tokenCount;
+  }
+
+  /** Owner of a page, for incident records and tests. */
+  ownerOf(page: number): PageOwner | undefined {
+    return this.owners[page];
+  }
+
+  stateOf(page: number): PageState {
+    return STATE_NAMES[this.states[page]!]!;
+  }
+
+  /** Full conservation check (O(pages)), for tests: free + reserved + active == total, and the free list agrees. */
+  checkConservation(): { free: number; reserved: number; active: number } {
+    const counts = [0, 0, 0];
+    for (let page = 0; page < this.pageCount; page++) counts[this.states[page]!]!++;
+    const [free, reserved, active] = counts as [number, number, number];
+    assert(free === this.freeCount, `free list holds ${this.freeCount} pages but ${free} pages are free`);
+    assert(free + reserved + active === this.pageCount, 'free + used == total');
+    let tenantTotal = 0;
+    for (const n of this.tenantPages.values()) tenantTotal += n;
+    assert(
+      tenantTotal === reserved + active,
+      `tenants hold ${tenantTotal} pages, the pool counts ${reserved + active}`,
+    );
+    return { free, reserved, active };
+  }
+
+  private freePage(page: number, owner: PageOwner, epoch: number): void {
+    this.assertHeld(page, owner, epoch);
+    if (this.checked) this.arena.fill(0, page * this.layout.floatsPerPage, (page + 1) * this.layout.floatsPerPage);
+    this.owners[page] = undefined;
+    this.written[page] = 0;
+    this.states[page] = STATE_FREE;
+    this.epochs[page] = (this.epochs[page]! + 1) >>> 0;
+    this.free[this.freeCount++] = page;
+  }
+
+  private assertHeld(page: number, owner: PageOwner, epoch: number): void {
+    assert(
+      this.owners[page] === owner && this.epochs[page] === epoch,
+      `page ${page} is not held by ${owner.request} at epoch ${epoch}`,
+    );
+  }
+
+  /** Cheap runtime conservation check, run on every grant and release. */
+  private assertConserved(): void {
+    assert(this.freeCount >= 0 && this.freeCount <= this.pageCount, 'free + used == total');
+  }
+
+  private violation(table: PageTable, index: number, reason: string): never {
+    const raw = table.pages[index];
+    const page = raw !== undefined && raw >= 0 && raw < this.pageCount ? raw : -1;
+    throw new KvIsolationError({
+      reader: table.owner,
+      page: raw ?? -1,
+      pageOwner: page >= 0 ? this.owners[page] : undefined,
+      expectedEpoch: table.epochs[index] ?? -1,
+      pageEpoch: page >= 0 ? this.epochs[page]! : -1,
+      reason,
+    });
+  }
+}

@@ -1,0 +1,135 @@
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { runCli } from '../../test/helpers/cli.js';
+import { tempDirectory } from '../../test/helpers/temp.js';
+import { KvfenceError } from '../util/errors.js';
+import { readGguf, readGgufHeader } from './gguf-read.js';
+import type { GgufMetadata, GgufTensor } from './gguf-types.js';
+import { writeGguf } from './gguf-write.js';
+import { loadModel } from './load-model.js';
+import { decodeWeights, encodeWeights } from './quant.js';
+import { makeTestModel } from './test-model.js';
+
+const dir = tempDirectory();
+
+function sampleFile(name: string, metadata?: GgufMetadata, tensors?: GgufTensor[]): string {
+  const path = join(dir, name);
+  const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3 });
+  writeGguf(path, metadata ?? model.metadata, tensors ?? model.tensors);
+  return path;
+}
+
+test('write then read gives back every metadata value and tensor byte', () => {
+  const metadata: GgufMetadata = new Map([
+    ['general.architecture', { type: 'string', value: 'llama' }],
+    ['general.alignment', { type: 'u32', value: 64 }],
+    ['t.u8', { type: 'u8', value: 200 }],
+    ['t.i64', { type: 'i64', value: -5_000_000_000 }],
+    ['t.f64', { type: 'f64', value: Math.PI }],
+    ['t.bool', { type: 'bool', value: true }],
+    ['t.strings', { type: 'array', itemType: 'string', value: ['a', 'é', ''] }],
+    ['t.floats', { type: 'array', itemType: 'f32', value: [0.5, -2] }],
+  ]);
+  const values = Float32Array.from({ length: 64 }, (_, i) => Math.sin(i));
+  const tensors: GgufTensor[] = (['f32', 'f16', 'bf16', 'q8_0'] as const).map((dtype) => ({
+    name: `w.${dtype}`,
+    dtype,
+    dims: [32, 2],
+    data: encodeWeights(values, dtype),
+  }));
+  const path = join(dir, 'roundtrip.gguf');
+  writeGguf(path, metadata, tensors);
+  const file = readGguf(path);
+  assert.deepEqual(file.header.metadata, metadata);
+  assert.equal(file.header.alignment, 64);
+  for (const t of tensors) {
+    const back = file.tensors.get(t.name)!;
+    assert.equal(back.dtype, t.dtype);
+    assert.deepEqual(back.dims, t.dims);
+    assert.deepEqual(
+      new Uint8Array(back.data.buffer, back.data.byteOffset, back.data.byteLength),
+      new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength),
+    );
+    assert.equal(file.header.tensors.find((i) => i.name === t.name)!.fileOffset % 64, 0);
+  }
+});
+
+test('dequantized weights stay close to the originals (q8_0 error below half a step)', () => {
+  const values = Float32Array.from({ length: 256 }, (_, i) => Math.sin(i * 0.37) * (1 + (i % 7)));
+  for (const [dtype, tolerance] of [
+    ['f16', 1e-2],
+    ['bf16', 5e-2],
+    ['q8_0', 7 / 127 / 2 + 1e-3],
+  ] as const) {
+    const out = new Float32Array(values.length);
+    decodeWeights(encodeWeights(values, dtype), dtype, 0, values.length, out);
+    for (let i = 0; i < values.length; i++) assert.ok(Math.abs(out[i]! - values[i]!) <= tolerance, `${dtype}[${i}]`);
+  }
+});
+
+test('test models are deterministic: same options give byte-identical files', () => {
+  const a = readFileSync(sampleFile('a.gguf'));
+  const b = readFileSync(sampleFile('b.gguf'));
+  assert.ok(a.equals(b));
+});
+
+function expectBad(path: string, pattern: RegExp, load: (path: string) => unknown = readGgufHeader): void {
+  assert.throws(
+    () => load(path),
+    (e: unknown) => e instanceof KvfenceError && pattern.test(e.message),
+  );
+  const r = runCli(['model', 'inspect', path]);
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stderr.trim().split('\n').length, 1, `one line: ${r.stderr}`);
+  assert.match(r.stderr, pattern);
+  assert.doesNotMatch(r.stderr, /\bat .*\.js:\d+/);
+}
+
+test('bad files give one clear line and exit 1, never a stack trace', () => {
+  const good = readFileSync(sampleFile('good.gguf'));
+  expectBad(join(dir, 'missing.gguf'), /no such file/);
+  writeFileSync(join(dir, 'magic.gguf'), Buffer.concat([Buffer.from('GGML'), good.subarray(4)]));
+  expectBad(join(dir, 'magic.gguf'), /wrong magic/);
+  writeFileSync(join(dir, 'empty.gguf'), Buffer.alloc(0));
+  expectBad(join(dir, 'empty.gguf'), /empty/);
+  writeFileSync(join(dir, 'header-cut.gguf'), good.subarray(0, 300));
+  expectBad(join(dir, 'header-cut.gguf'), /truncated/);
+  writeFileSync(join(dir, 'data-cut.gguf'), good.subarray(0, good.length - 100));
+  expectBad(join(dir, 'data-cut.gguf'), /past the end of the file/);
+  const version = Buffer.from(good);
+  version.writeUInt32LE(7, 4);
+  writeFileSync(join(dir, 'version.gguf'), version);
+  expectBad(join(dir, 'version.gguf'), /version 7 is not supported/);
+});
+
+test('an unknown architecture and an unknown weight type are named', () => {
+  const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3 });
+  const meta = new Map(model.metadata);
+  meta.set('general.architecture', { type: 'string', value: 'mamba' });
+  expectBad(sampleFile('arch.gguf', meta), /architecture "mamba" is not supported/, loadModel);
+
+  const path = sampleFile('type.gguf');
+  const bytes = readFileSync(path);
+  const header = readGgufHeader(path);
+  // The type code of the first tensor sits 12 bytes before its offset field: patch it to Q4_K (12).
+  const nameBytes = Buffer.from(header.tensors[0]!.name);
+  const at = bytes.indexOf(nameBytes, 0) + nameBytes.length + 4 + 8 * header.tensors[0]!.dims.length;
+  bytes.writeUInt32LE(12, at);
+  writeFileSync(path, bytes);
+  expectBad(path, /ggml type 12; kvfence reads f32, f16, bf16 and q8_0/);
+});
+
+test('offsets past the end of the file are refused before any read', () => {
+  const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3 });
+  const path = sampleFile('offset.gguf', model.metadata, model.tensors);
+  const bytes = readFileSync(path);
+  const header = readGgufHeader(path);
+  const last = header.tensors.at(-1)!;
+  const nameBytes = Buffer.from(last.name);
+  const at = bytes.lastIndexOf(nameBytes, header.dataOffset) + nameBytes.length + 4 + 8 * last.dims.length + 4;
+  bytes.writeBigUInt64LE(BigInt(1) << BigInt(40), at);
+  writeFileSync(path, bytes);
+  expectBad(path, /past the end of the file/);
+});

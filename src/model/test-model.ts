@@ -1,0 +1,142 @@
+/**
+ * Deterministic random-weight models in GGUF, shaped like real small models, with a real BPE vocabulary that llama.cpp
+ * loads too. Same options → byte-identical file. `logitScale` sets the spread of output logits: random weights give
+ * near-flat distributions; a large scale makes the argmax well separated, so greedy sequences can be compared across
+ * implementations without near-ties flipping a token.
+ */
+import { SeededRandom } from '../util/random.js';
+import type { GgufMetadata, GgufTensor, WeightDType } from './gguf-types.js';
+import type { Architecture } from './model-config.js';
+import { encodeWeights } from './quant.js';
+import { buildTestVocabulary, type TestTokenizerKind } from './vocab-build.js';
+
+export const TEST_PRESETS = {
+  // dims are multiples of 32 so every matrix row is whole q8_0 blocks
+  tiny: {
+    dim: 64,
+    layerCount: 2,
+    headCount: 4,
+    kvHeadCount: 2,
+    ffnDim: 192,
+    vocabSize: 512,
+    contextLength: 1024,
+    tied: false,
+  },
+  '15m': {
+    dim: 288,
+    layerCount: 6,
+    headCount: 6,
+    kvHeadCount: 6,
+    ffnDim: 768,
+    vocabSize: 32000,
+    contextLength: 2048,
+    tied: true,
+  },
+  // SmolLM2-135M's shape
+  '135m': {
+    dim: 576,
+    layerCount: 30,
+    headCount: 9,
+    kvHeadCount: 3,
+    ffnDim: 1536,
+    vocabSize: 49152,
+    contextLength: 8192,
+    tied: true,
+  },
+} as const;
+export type TestPreset = keyof typeof TEST_PRESETS;
+export type PreTokenizerName = 'gpt-2' | 'llama3' | 'qwen2' | 'smollm';
+
+export interface TestModelOptions {
+  preset: TestPreset;
+  arch: Architecture;
+  dtype: WeightDType;
+  seed: number;
+  tokenizer?: TestTokenizerKind;
+  pre?: PreTokenizerName;
+  /** standard deviation of the output logits (default 1: near flat) */
+  logitScale?: number;
+  /** overrides the preset's declared context length */
+  contextLength?: number;
+  /** overrides the preset's KV head count (grouped-query attention when below the head count) */
+  kvHeadCount?: number;
+}
+
+export interface TestModel {
+  metadata: GgufMetadata;
+  tensors: GgufTensor[];
+}
+
+export function makeTestModel(options: TestModelOptions): TestModel {
+  const p = TEST_PRESETS[options.preset];
+  const { arch, dtype } = options;
+  const kvHeadCount = options.kvHeadCount ?? p.kvHeadCount;
+  const headDim = p.dim / p.headCount;
+  const qDim = p.headCount * headDim;
+  const kvDim = kvHeadCount * headDim;
+  const contextLength = options.contextLength ?? p.contextLength;
+  const logitScale = options.logitScale ?? 1;
+  const kind = options.tokenizer ?? 'gpt2';
+  const pre = options.pre ?? (arch === 'qwen2' ? 'qwen2' : 'smollm');
+  const random = new SeededRandom(options.seed);
+
+  const metadata: GgufMetadata = new Map();
+  const str = (key: string, value: string) => metadata.set(key, { type: 'string', value });
+  const u32 = (key: string, value: number) => metadata.set(key, { type: 'u32', value });
+  const f32 = (key: string, value: number) => metadata.set(key, { type: 'f32', value });
+  str('general.architecture', arch);
+  str('general.name', `kvfence-test-${options.preset}-${arch}-${dtype}-s${options.seed}`);
+  u32('general.alignment', 32);
+  u32('general.file_type', { f32: 0, f16: 1, q8_0: 7, bf16: 32 }[dtype]);
+  u32(`${arch}.context_length`, contextLength);
+  u32(`${arch}.embedding_length`, p.dim);
+  u32(`${arch}.block_count`, p.layerCount);
+  u32(`${arch}.feed_forward_length`, p.ffnDim);
+  u32(`${arch}.attention.head_count`, p.headCount);
+  u32(`${arch}.attention.head_count_kv`, kvHeadCount);
+  u32(`${arch}.rope.dimension_count`, headDim);
+  f32(`${arch}.rope.freq_base`, arch === 'qwen2' ? 1_000_000 : 10_000);
+  f32(`${arch}.attention.layer_norm_rms_epsilon`, 1e-5);
+  for (const [key, value] of buildTestVocabulary({ kind, pre, vocabSize: p.vocabSize, seed: options.seed })) {
+    metadata.set(key, value);
+  }
+  u32(`${arch}.vocab_size`, p.vocabSize);
+
+  const tensors: GgufTensor[] = [];
+  const gaussian = (count: number, std: number, mean = 0) => {
+    const v = new Float32Array(count);
+    for (let i = 0; i < count; i++) v[i] = mean + std * random.normal();
+    return v;
+  };
+  const matrix = (name: string, inDim: number, outDim: number, std: number) =>
+    tensors.push({ name, dtype, dims: [inDim, outDim], data: encodeWeights(gaussian(inDim * outDim, std), dtype) });
+  // 1-d tensors stay f32, as llama.cpp's converters and quantizer keep them.
+  const vector = (name: string, length: number, std: number, mean: number) =>
+    tensors.push({ name, dtype: 'f32', dims: [length], data: gaussian(length, std, mean) });
+
+  // Tied models read logits off the token embedding. A small embedding keeps the input token from dominating the
+  // residual stream (which would make the model echo its input); the output norm's scale restores the logit spread.
+  const embeddingStd = p.tied ? 0.02 : 1;
+  const outputNormMean = p.tied ? logitScale / (Math.sqrt(p.dim) * embeddingStd) : 1;
+  matrix('token_embd.weight', p.dim, p.vocabSize, embeddingStd);
+  for (let l = 0; l < p.layerCount; l++) {
+    const b = `blk.${l}.`;
+    vector(`${b}attn_norm.weight`, p.dim, 0.1, 1);
+    matrix(`${b}attn_q.weight`, p.dim, qDim, 1 / Math.sqrt(p.dim));
+    matrix(`${b}attn_k.weight`, p.dim, kvDim, 1 / Math.sqrt(p.dim));
+    matrix(`${b}attn_v.weight`, p.dim, kvDim, 1 / Math.sqrt(p.dim));
+    if (arch === 'qwen2') {
+      vector(`${b}attn_q.bias`, qDim, 0.1, 0);
+      vector(`${b}attn_k.bias`, kvDim, 0.1, 0);
+      vector(`${b}attn_v.bias`, kvDim, 0.1, 0);
+    }
+    matrix(`${b}attn_output.weight`, qDim, p.dim, 0.5 / Math.sqrt(qDim));
+    vector(`${b}ffn_norm.weight`, p.dim, 0.1, 1);
+    matrix(`${b}ffn_gate.weight`, p.dim, p.ffnDim, 1 / Math.sqrt(p.dim));
+    matrix(`${b}ffn_up.weight`, p.dim, p.ffnDim, 1 / Math.sqrt(p.dim));
+    matrix(`${b}ffn_down.weight`, p.ffnDim, p.dim, 0.5 / Math.sqrt(p.ffnDim));
+  }
+  vector('output_norm.weight', p.dim, 0.1 * outputNormMean, outputNormMean);
+  if (!p.tied) matrix('output.weight', p.dim, p.vocabSize, logitScale / Math.sqrt(p.dim));
+  return { metadata, tensors };
+}

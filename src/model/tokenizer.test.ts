@@ -1,0 +1,256 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Tokenizer as HfTokenizer } from '@huggingface/tokenizers';
+import fc from 'fast-check';
+import { KvfenceError } from '../util/errors.js';
+import { type GgufMetadata, metaNumberArray, metaStringArray } from './gguf-types.js';
+import { PRE_TOKENIZER_REGEXES } from './pretokenizer.js';
+import { tokenizerFromGguf } from './tokenizer.js';
+import { TOKEN_TYPE } from './tokenizer-vocab.js';
+import { buildTestVocabulary, type TestPreTokenizer } from './vocab-build.js';
+
+const PRES: TestPreTokenizer[] = ['gpt-2', 'llama3', 'qwen2', 'smollm'];
+
+const ROUND_TRIP_TEXTS = [
+  'The quick brown fox jumps over the lazy dog',
+  'whitespace   runs \t\t and  tabs   ',
+  '\n\nnew\nlines\r\n\r\nand CRLF\n',
+  'digits 0 12 345 6789 3.14159 1,000,000',
+  "contractions: don't, I'LL, we've, you're",
+  'non-ASCII: café naïve smörgåsbord 日本語 Ж',
+  'emoji: 😊 🌞 ☕ 👩‍👩‍👧 🇯🇵',
+  '  leading spaces and symbols $+<=>^~| @#%',
+];
+
+const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));
+
+function vocab(kind: 'gpt2' | 'llama', pre: TestPreTokenizer = 'gpt-2', vocabSize = 1024, seed = 1): GgufMetadata {
+  return buildTestVocabulary({ kind, pre, vocabSize, seed });
+}
+
+function expectInvalid(meta: GgufMetadata, code: 'invalid_model_file' | 'unsupported_model', fragment: string): void {
+  assert.throws(
+    () => tokenizerFromGguf(meta),
+    (e: unknown) =>
+      e instanceof KvfenceError && e.code === code && e.message.includes(fragment) && !e.message.includes('\n'),
+  );
+}
+
+describe('gpt2 tokenizer', () => {
+  for (const pre of PRES) {
+    it(`round-trips text for ${pre}`, () => {
+      const tok = tokenizerFromGguf(vocab('gpt2', pre));
+      for (const text of ROUND_TRIP_TEXTS) {
+        const ids = tok.encode(text);
+        assert.ok(ids.every((id) => id >= 0 && id < tok.vocabSize));
+        assert.deepEqual(tok.decodeBytes(ids), utf8(text), text);
+        // gpt-2 and llama3 clean " ," and the like on decode, as llama.cpp does; none of these texts has that
+        assert.equal(tok.decode(ids), text);
+      }
+    });
+  }
+
+  it('round-trips arbitrary Unicode text through decodeBytes', () => {
+    const tokenizers = PRES.map((pre) => tokenizerFromGguf(vocab('gpt2', pre, 600)));
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', maxLength: 40 }), (text) => {
+        for (const tok of tokenizers) assert.deepEqual(tok.decodeBytes(tok.encode(text)), utf8(text));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('uses learned merges: common words take fewer tokens than bytes', () => {
+    const tok = tokenizerFromGguf(vocab('gpt2', 'smollm', 4096));
+    const text = 'the harbour was quiet when the first boat came in';
+    assert.ok(tok.encode(text).length < text.length / 2);
+  });
+
+  it('matches special tokens only with parseSpecial', () => {
+    const tok = tokenizerFromGguf(vocab('gpt2', 'smollm'));
+    const text = '<|im_start|>user\nHi<|im_end|>';
+    const start = tok.vocabSize - 2;
+    const end = tok.vocabSize - 1;
+    const parsed = tok.encode(text, { parseSpecial: true });
+    assert.equal(parsed[0], start);
+    assert.equal(parsed.at(-1), end);
+    const plain = tok.encode(text);
+    assert.ok(!plain.includes(start) && !plain.includes(end));
+    assert.equal(tok.decode(plain), text);
+    assert.equal(tok.decode(parsed), 'user\nHi', 'control tokens are dropped unless rendered');
+    assert.equal(tok.decode(parsed, { renderSpecial: true }), text);
+    assert.deepEqual(tok.encode('<|endoftext|>', { parseSpecial: true }), [tok.vocabSize - 3]);
+  });
+
+  it('matches user-defined tokens even without parseSpecial, as llama.cpp does', () => {
+    const meta = vocab('gpt2', 'qwen2');
+    const types = [...metaNumberArray(meta, 'tokenizer.ggml.token_type')!];
+    types[types.length - 2] = TOKEN_TYPE.userDefined;
+    meta.set('tokenizer.ggml.token_type', { type: 'array', itemType: 'i32', value: types });
+    const tok = tokenizerFromGguf(meta);
+    const ids = tok.encode('a<|im_start|>b<|im_end|>');
+    assert.ok(ids.includes(tok.vocabSize - 2), 'user-defined <|im_start|> matched');
+    assert.ok(!ids.includes(tok.vocabSize - 1), 'control <|im_end|> not matched');
+    assert.equal(tok.decode(ids), 'a<|im_start|>b<|im_end|>', 'user-defined tokens decode as their text');
+  });
+
+  it('follows the vocabulary for BOS and end of generation', () => {
+    const tok = tokenizerFromGguf(vocab('gpt2', 'qwen2'));
+    assert.equal(tok.addBos, false);
+    assert.equal(tok.bosId, tok.vocabSize - 3);
+    assert.equal(tok.eosId, tok.vocabSize - 1);
+    assert.deepEqual(tok.encode('hi', { addSpecial: true }), tok.encode('hi'));
+    assert.ok(tok.isEndOfGeneration(tok.vocabSize - 1), '<|im_end|>');
+    assert.ok(tok.isEndOfGeneration(tok.vocabSize - 3), '<|endoftext|>');
+    assert.ok(!tok.isEndOfGeneration(tok.vocabSize - 2), '<|im_start|>');
+    assert.ok(!tok.isEndOfGeneration(0));
+    assert.equal(tok.tokenText(tok.vocabSize - 2), '<|im_start|>');
+    assert.equal(tok.tokenText(tok.encode(' ')[0]), 'Ġ');
+  });
+
+  it('cleans spaces on decode for gpt-2 and llama3 only, as llama.cpp does', () => {
+    const text = 'wait , what ? yes .';
+    for (const pre of PRES) {
+      const tok = tokenizerFromGguf(vocab('gpt2', pre));
+      const cleans = pre === 'gpt-2' || pre === 'llama3';
+      assert.equal(tok.decode(tok.encode(text)), cleans ? 'wait, what? yes.' : text, pre);
+      assert.deepEqual(tok.decodeBytes(tok.encode(text)), utf8(text));
+    }
+  });
+
+  it('adds BOS by default for llama3 when add_bos_token is absent', () => {
+    const meta = vocab('gpt2', 'llama3');
+    meta.delete('tokenizer.ggml.add_bos_token');
+    const tok = tokenizerFromGguf(meta);
+    assert.equal(tok.addBos, true);
+    assert.deepEqual(tok.encode('hi', { addSpecial: true }), [tok.bosId, ...tok.encode('hi')]);
+  });
+
+  it('agrees with @huggingface/tokenizers on ordinary text', () => {
+    for (const pre of PRES) {
+      const meta = vocab('gpt2', pre, 2000);
+      const ours = tokenizerFromGguf(meta);
+      const theirs = huggingFaceTokenizer(meta, pre);
+      for (const text of ROUND_TRIP_TEXTS) {
+        assert.deepEqual(ours.encode(text), theirs.encode(text, { add_special_tokens: false }).ids, `${pre}: ${text}`);
+      }
+    }
+  });
+});
+
+/** The same vocabulary as a Hugging Face tokenizer.json: Split(regex) + ByteLevel, BPE with the GGUF merges. */
+function huggingFaceTokenizer(meta: GgufMetadata, pre: TestPreTokenizer): HfTokenizer {
+  const tokens = metaStringArray(meta, 'tokenizer.ggml.tokens')!;
+  const split = PRE_TOKENIZER_REGEXES[pre].map((regex) => ({
+    type: 'Split',
+    pattern: { Regex: regex },
+    behavior: 'Isolated',
+    invert: false,
+  }));
+  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false };
+  const json = {
+    normalizer: null,
+    pre_tokenizer: { type: 'Sequence', pretokenizers: [...split, byteLevel] },
+    model: {
+      type: 'BPE',
+      vocab: Object.fromEntries(tokens.map((token, id) => [token, id])),
+      merges: metaStringArray(meta, 'tokenizer.ggml.merges')!,
+      ignore_merges: pre === 'llama3',
+    },
+    post_processor: null,
+    decoder: { type: 'ByteLevel' },
+    added_tokens: [],
+  };
+  return new HfTokenizer(json, {});
+}
+
+describe('llama tokenizer', () => {
+  it('round-trips text, dropping the prefix space on decode', () => {
+    const tok = tokenizerFromGguf(vocab('llama'));
+    for (const text of ROUND_TRIP_TEXTS) {
+      const ids = tok.encode(text);
+      assert.equal(tok.decode(ids), text);
+      assert.deepEqual(tok.decodeBytes(ids), utf8(` ${text}`), 'raw pieces keep the added space');
+    }
+  });
+
+  it('spells characters outside the vocabulary as byte tokens', () => {
+    const tok = tokenizerFromGguf(vocab('llama'));
+    const ids = tok.encode('\n🦀');
+    assert.deepEqual(
+      ids.slice(1).map((id) => tok.tokenText(id)),
+      ['<0x0A>', '<0xF0>', '<0x9F>', '<0xA6>', '<0x80>'],
+    );
+    assert.equal(tok.decode(ids), '\n🦀');
+  });
+
+  it('adds BOS with addSpecial and parses <s> </s> <unk> only with parseSpecial', () => {
+    const tok = tokenizerFromGguf(vocab('llama'));
+    assert.equal(tok.addBos, true);
+    assert.equal(tok.bosId, 1);
+    assert.equal(tok.eosId, 2);
+    assert.deepEqual(tok.encode('Hi', { addSpecial: true }), [1, ...tok.encode('Hi')]);
+    assert.deepEqual(tok.encode('<s>Hi</s><unk>', { parseSpecial: true }), [1, ...tok.encode('Hi'), 2, 0]);
+    assert.ok(!tok.encode('<s>Hi</s>').includes(1));
+    assert.ok(tok.isEndOfGeneration(2));
+    assert.ok(!tok.isEndOfGeneration(1));
+  });
+
+  it('handles empty text', () => {
+    const tok = tokenizerFromGguf(vocab('llama'));
+    assert.deepEqual(tok.encode(''), []);
+    assert.deepEqual(tok.encode('', { addSpecial: true }), [1]);
+    assert.equal(tok.decode([]), '');
+  });
+});
+
+describe('tokenizerFromGguf errors', () => {
+  it('rejects missing or inconsistent metadata with one clear line', () => {
+    const noTokens = vocab('gpt2');
+    noTokens.delete('tokenizer.ggml.tokens');
+    expectInvalid(noTokens, 'invalid_model_file', 'tokenizer.ggml.tokens');
+
+    const noModel = vocab('gpt2');
+    noModel.delete('tokenizer.ggml.model');
+    expectInvalid(noModel, 'invalid_model_file', 'tokenizer.ggml.model');
+
+    const badMerge = vocab('gpt2');
+    const firstMerge = metaStringArray(badMerge, 'tokenizer.ggml.merges')![0];
+    badMerge.set('tokenizer.ggml.merges', { type: 'array', itemType: 'string', value: [firstMerge, 'nope zzz'] });
+    expectInvalid(badMerge, 'invalid_model_file', "'nope zzz'");
+
+    const noMerges = vocab('gpt2');
+    noMerges.delete('tokenizer.ggml.merges');
+    expectInvalid(noMerges, 'invalid_model_file', 'merges');
+
+    const badBos = vocab('llama');
+    badBos.set('tokenizer.ggml.bos_token_id', { type: 'u32', value: 5000 });
+    expectInvalid(badBos, 'invalid_model_file', 'bos_token_id');
+
+    const shortTypes = vocab('llama');
+    shortTypes.set('tokenizer.ggml.token_type', { type: 'array', itemType: 'i32', value: [1, 1] });
+    expectInvalid(shortTypes, 'invalid_model_file', 'token_type');
+
+    const duplicate = vocab('gpt2');
+    const tokens = [...metaStringArray(duplicate, 'tokenizer.ggml.tokens')!];
+    tokens[1] = tokens[0];
+    duplicate.set('tokenizer.ggml.tokens', { type: 'array', itemType: 'string', value: tokens });
+    expectInvalid(duplicate, 'invalid_model_file', 'twice');
+  });
+
+  it('rejects unsupported tokenizer models and pre-tokenizers', () => {
+    const bert = vocab('gpt2');
+    bert.set('tokenizer.ggml.model', { type: 'string', value: 'bert' });
+    expectInvalid(bert, 'unsupported_model', "'bert'");
+
+    const pre = vocab('gpt2');
+    pre.set('tokenizer.ggml.pre', { type: 'string', value: 'falcon' });
+    expectInvalid(pre, 'unsupported_model', "'falcon'");
+  });
+
+  it('rejects out-of-range ids on decode', () => {
+    const tok = tokenizerFromGguf(vocab('gpt2'));
+    assert.throws(() => tok.decode([tok.vocabSize]), KvfenceError);
+    assert.throws(() => tok.tokenText(-1), KvfenceError);
+  });
+});

@@ -1,0 +1,370 @@
+/**
+ * Tokenizers built from GGUF metadata, reproducing llama.cpp's (src/llama-vocab.cpp) token ids exactly:
+ * - `gpt2`: byte-level BPE: pre-tokenizer split, GPT-2 byte encoding, merges by rank (lowest first, leftmost on ties).
+ * - `llama`: SentencePiece style: spaces written as ▁, a space prefixed to each text run, adjacent pieces merged by the
+ *   score of the merged piece (highest first, leftmost on ties), unknown characters spelled as <0xXX> byte tokens.
+ * Special tokens are cut out of the text first (llama.cpp's tokenizer_st_partition): control and unknown tokens only
+ * when parseSpecial is set, user-defined tokens always, as llama.cpp does.
+ *
+ * Everything is hand-written rather than delegated to @huggingface/tokenizers: llama.cpp's word splitting, its
+ * partition order, its `ignore_merges` and byte fallbacks, and its score-based SentencePiece merge differ from the
+ * Hugging Face implementations in corner cases, and matching llama.cpp id for id is the requirement.
+ */
+import { KvfenceError } from '../util/errors.js';
+import { type GgufMetadata, metaBool, metaString } from './gguf-types.js';
+import { initialSymbols, mergeSymbols } from './merge-queue.js';
+import {
+  byteLevelEncode,
+  byteOfChar,
+  PRE_TOKENIZER_TRAITS,
+  type PreTokenizerName,
+  preTokenize,
+  preTokenizerFor,
+} from './pretokenizer.js';
+import {
+  ATTR_BYTE,
+  ATTR_CONTROL,
+  ATTR_NORMAL,
+  ATTR_UNKNOWN,
+  ATTR_USER_DEFINED,
+  EOG_BY_NAME,
+  FIM_EOG_BY_NAME,
+  invalid,
+  readMerges,
+  readVocabulary,
+  specialId,
+  type TokenizerModel,
+  type Vocabulary,
+} from './tokenizer-vocab.js';
+
+export interface EncodeOptions {
+  /** add BOS (when addBos) and EOS (when tokenizer.ggml.add_eos_token) */
+  addSpecial?: boolean;
+  /** recognize control and unknown tokens written in the text (user-defined tokens are always recognized) */
+  parseSpecial?: boolean;
+}
+
+export interface DecodeOptions {
+  /** write control and unknown tokens as their text instead of dropping them */
+  renderSpecial?: boolean;
+}
+
+export interface Tokenizer {
+  readonly vocabSize: number;
+  readonly bosId: number | undefined;
+  readonly eosId: number | undefined;
+  /** tokenizer.ggml.add_bos_token, or llama.cpp's default for the vocabulary type when absent */
+  readonly addBos: boolean;
+  /** ids for text; addSpecial adds BOS when addBos; parseSpecial recognizes special/control tokens written in the text */
+  encode(text: string, options?: EncodeOptions): number[];
+  /** text as llama.cpp's llama_detokenize gives it (drops one leading space for SentencePiece, cleans spaces for some) */
+  decode(ids: readonly number[], options?: DecodeOptions): string;
+  /** raw bytes of tokens, for streaming decoders that must not split a UTF-8 character */
+  decodeBytes(ids: readonly number[]): Uint8Array;
+  /** eos, eot, eom and tokens llama.cpp treats as end of generation by name (<|im_end|>, <|endoftext|>, </s> …) */
+  isEndOfGeneration(id: number): boolean;
+  /** the vocabulary string of a token (for inspect/debug) */
+  tokenText(id: number): string;
+}
+
+/** GGUF token types (tokenizer.ggml.token_type). */
+
+type Fragment = { text: string } | { id: number };
+
+const UTF8_ENCODER = new TextEncoder();
+const UTF8_DECODER = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text, not a mark
+const SPM_SPACE = '\u2581';
+
+class GgufTokenizer implements Tokenizer {
+  readonly vocabSize: number;
+  readonly bosId: number | undefined;
+  readonly eosId: number | undefined;
+  readonly addBos: boolean;
+  private readonly addEos: boolean;
+  private readonly addSpacePrefix: boolean;
+  private readonly cleanSpaces: boolean;
+  private readonly ignoreMerges: boolean;
+  private readonly eogIds: ReadonlySet<number>;
+  /** control, user-defined and unknown tokens, longest text first: the order llama.cpp cuts them out of text */
+  private readonly specialIds: readonly number[];
+  /** each token's bytes as llama.cpp renders it with special = true: token id's at [offsets[id], offsets[id + 1]) */
+  private readonly pieceBytes: Uint8Array;
+  private readonly pieceOffsets: Uint32Array;
+
+  constructor(
+    private readonly model: TokenizerModel,
+    private readonly pre: PreTokenizerName,
+    private readonly vocab: Vocabulary,
+    private readonly ranks: ReadonlyMap<string, number>,
+    meta: GgufMetadata,
+  ) {
+    const count = vocab.texts.length;
+    this.vocabSize = count;
+    const spm = model === 'llama';
+    // llama.cpp's defaults when the ids are absent: 1/2 for llama, 11/11 for gpt2 (GPT-2's own files carry them)
+    this.bosId = specialId(meta, 'bos_token_id', spm ? 1 : 11, count);
+    this.eosId = specialId(meta, 'eos_token_id', spm ? 2 : 11, count);
+    const eog = new Set<number>();
+    for (const key of ['eot_token_id', 'eom_token_id', 'fim_pad_token_id', 'fim_rep_token_id', 'fim_sep_token_id']) {
+      const id = specialId(meta, key, undefined, count);
+      if (id !== undefined) eog.add(id);
+    }
+    if (this.eosId !== undefined) eog.add(this.eosId);
+    vocab.texts.forEach((text, id) => {
+      if (EOG_BY_NAME.has(text) || FIM_EOG_BY_NAME.has(text)) eog.add(id);
+    });
+    this.eogIds = eog;
+    this.addBos = metaBool(meta, 'tokenizer.ggml.add_bos_token') ?? (spm || PRE_TOKENIZER_TRAITS[pre].addBosDefault);
+    this.addEos = metaBool(meta, 'tokenizer.ggml.add_eos_token') ?? false;
+    this.addSpacePrefix = metaBool(meta, 'tokenizer.ggml.add_space_prefix') ?? spm;
+    this.cleanSpaces = !spm && PRE_TOKENIZER_TRAITS[pre].cleanSpaces;
+    this.ignoreMerges = !spm && PRE_TOKENIZER_TRAITS[pre].ignoreMerges;
+    if (this.addBos && this.bosId === undefined) throw invalid('tokenizer adds BOS but has no bos_token_id');
+    if (this.addEos && this.eosId === undefined) throw invalid('tokenizer adds EOS but has no eos_token_id');
+    const specialMask = ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN;
+    this.specialIds = vocab.texts
+      .map((_, id) => id)
+      .filter((id) => vocab.attrs[id] & specialMask)
+      .sort((a, b) => vocab.texts[b].length - vocab.texts[a].length || a - b);
+    const all: number[] = [];
+    this.pieceOffsets = new Uint32Array(count + 1);
+    for (let id = 0; id < count; id++) {
+      for (const b of this.renderPiece(id)) all.push(b);
+      this.pieceOffsets[id + 1] = all.length;
+    }
+    this.pieceBytes = Uint8Array.from(all);
+  }
+
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    const addSpecial = options.addSpecial ?? false;
+    const output: number[] = [];
+    if (addSpecial && this.addBos) output.push(this.bosId!);
+    let previousWasSpecial = true; // SentencePiece prefixes a space to the first run and to runs after special tokens
+    for (const fragment of this.partition(text, options.parseSpecial ?? false)) {
+      if ('id' in fragment) {
+        output.push(fragment.id);
+        previousWasSpecial = true;
+      } else if (this.model === 'llama') {
+        const prefixed = this.addSpacePrefix && previousWasSpecial ? ` ${fragment.text}` : fragment.text;
+        this.encodeSentencePiece(prefixed.replaceAll(' ', SPM_SPACE), output);
+        previousWasSpecial = false;
+      } else {
+        for (const word of preTokenize(fragment.text, this.pre)) this.encodeBpeWord(byteLevelEncode(word), output);
+      }
+    }
+    if (addSpecial && this.addEos) output.push(this.eosId!);
+    return output;
+  }
+
+  decode(ids: readonly number[], options: DecodeOptions = {}): string {
+    const renderSpecial = options.renderSpecial ?? false;
+    const parts: Uint8Array[] = [];
+    ids.forEach((id, index) => {
+      let piece = this.piece(id, renderSpecial);
+      // llama.cpp strips one leading space from the first token only (the one SentencePiece encoding added)
+      if (index === 0 && this.addSpacePrefix && piece[0] === 0x20) piece = piece.subarray(1);
+      parts.push(piece);
+    });
+    const bytes = Buffer.concat(parts);
+    return UTF8_DECODER.decode(this.cleanSpaces ? cleanSpaces(bytes) : bytes);
+  }
+
+  decodeBytes(ids: readonly number[]): Uint8Array {
+    return new Uint8Array(Buffer.concat(ids.map((id) => this.piece(id, false))));
+  }
+
+  isEndOfGeneration(id: number): boolean {
+    return this.eogIds.has(id);
+  }
+
+  tokenText(id: number): string {
+    this.checkId(id);
+    return this.vocab.texts[id];
+  }
+
+  private checkId(id: number): void {
+    if (!Number.isInteger(id) || id < 0 || id >= this.vocabSize) {
+      throw new KvfenceError('invalid_argument', `token id ${id} is outside the vocabulary of ${this.vocabSize}`);
+    }
+  }
+
+  private piece(id: number, renderSpecial: boolean): Uint8Array {
+    this.checkId(id);
+    if (!renderSpecial && this.vocab.attrs[id] & (ATTR_UNKNOWN | ATTR_CONTROL)) return new Uint8Array(0);
+    return this.pieceBytes.subarray(this.pieceOffsets[id], this.pieceOffsets[id + 1]);
+  }
+
+  /** llama.cpp's token_to_piece with special = true. */
+  private renderPiece(id: number): Uint8Array {
+    const attr = this.vocab.attrs[id];
+    const text = this.vocab.texts[id];
+    if (attr & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) return UTF8_ENCODER.encode(text);
+    if (attr & ATTR_NORMAL) {
+      if (this.model === 'llama') return UTF8_ENCODER.encode(text.replaceAll(SPM_SPACE, ' '));
+      return byteLevelDecode(text);
+    }
+    if (attr & ATTR_BYTE) return Uint8Array.of(Number.parseInt(text.slice(3, 5), 16) || 0);
+    return new Uint8Array(0); // unused and undefined tokens render as nothing
+  }
+
+  /** Cuts special tokens out of the text, longest token first, as llama.cpp's tokenizer_st_partition does. */
+  private partition(text: string, parseSpecial: boolean): Fragment[] {
+    let fragments: Fragment[] = text === '' ? [] : [{ text }];
+    for (const id of this.specialIds) {
+      if (!parseSpecial && this.vocab.attrs[id] & (ATTR_CONTROL | ATTR_UNKNOWN)) continue;
+      const special = this.vocab.texts[id];
+      const next: Fragment[] = [];
+      for (const fragment of fragments) {
+        if ('id' in fragment) {
+          next.push(fragment);
+          continue;
+        }
+        let from = 0;
+        for (let at = fragment.text.indexOf(special); at >= 0; at = fragment.text.indexOf(special, from)) {
+          if (at > from) next.push({ text: fragment.text.slice(from, at) });
+          next.push({ id });
+          from = at + special.length;
+        }
+        if (from < fragment.text.length) next.push({ text: fragment.text.slice(from) });
+      }
+      fragments = next;
+    }
+    return fragments;
+  }
+
+  /** llama.cpp's llm_tokenizer_bpe_session for one byte-encoded word. */
+  private encodeBpeWord(word: string, output: number[]): void {
+    const { idOf } = this.vocab;
+    const whole = this.ignoreMerges ? idOf.get(word) : undefined;
+    if (whole !== undefined) {
+      output.push(whole);
+      return;
+    }
+    const symbols = initialSymbols(word);
+    mergeSymbols(
+      word,
+      symbols,
+      (_, left, right) => this.ranks.get(`${left} ${right}`),
+      (a, b) => a.priority < b.priority || (a.priority === b.priority && a.left < b.left),
+    );
+    for (const symbol of symbols) {
+      if (symbol.length === 0) continue;
+      const text = word.slice(symbol.start, symbol.start + symbol.length);
+      const id = idOf.get(text);
+      if (id !== undefined) {
+        output.push(id);
+        continue;
+      }
+      // llama.cpp looks each UTF-8 byte up as a one-byte token text; only ASCII bytes can match one
+      for (const b of UTF8_ENCODER.encode(text)) {
+        const byteId = b < 0x80 ? idOf.get(String.fromCharCode(b)) : undefined;
+        if (byteId !== undefined) output.push(byteId);
+      }
+    }
+  }
+
+  /** llama.cpp's llm_tokenizer_spm_session: merge by the score of the merged piece, then spell leftovers as bytes. */
+  private encodeSentencePiece(text: string, output: number[]): void {
+    const { idOf, scores } = this.vocab;
+    const symbols = initialSymbols(text);
+    mergeSymbols(
+      text,
+      symbols,
+      (merged) => {
+        const id = idOf.get(merged);
+        return id === undefined ? undefined : scores[id];
+      },
+      (a, b) => a.priority > b.priority || (a.priority === b.priority && a.left < b.left),
+    );
+    for (let i = 0; i !== -1 && symbols.length > 0; i = symbols[i].next) {
+      const piece = text.slice(symbols[i].start, symbols[i].start + symbols[i].length);
+      const id = idOf.get(piece);
+      if (id !== undefined) {
+        output.push(id);
+        continue;
+      }
+      for (const b of UTF8_ENCODER.encode(piece)) output.push(this.byteToken(b));
+    }
+  }
+
+  private byteToken(b: number): number {
+    const hex = b.toString(16).toUpperCase().padStart(2, '0');
+    const id = this.vocab.idOf.get(`<0x${hex}>`) ?? this.vocab.idOf.get(String.fromCharCode(b));
+    if (id === undefined) throw invalid(`vocabulary has no byte token <0x${hex}> to spell an unknown character`);
+    return id;
+  }
+}
+
+/** llama_decode_text: byte-level characters back to bytes; characters outside the table are spelled out. */
+function byteLevelDecode(text: string): Uint8Array {
+  const bytes: number[] = [];
+  for (const ch of text) {
+    const b = byteOfChar(ch);
+    if (b !== undefined) {
+      bytes.push(b);
+      continue;
+    }
+    const hex = Array.from(UTF8_ENCODER.encode(ch), (x) => x.toString(16).padStart(2, '0')).join('');
+    bytes.push(...UTF8_ENCODER.encode(`[UNK_BYTE_0x${hex}${text}]`));
+  }
+  return Uint8Array.from(bytes);
+}
+
+/**
+ * llama_detokenize's clean_spaces, ported pass for pass (including its in-place quirks): drop the space before
+ * ? ! . , ; drop both spaces around a lone apostrophe; drop the space before 's 'm 're 've.
+ */
+function cleanSpaces(input: Uint8Array): Uint8Array {
+  const text = Uint8Array.from(input);
+  const SP = 0x20;
+  const QUOTE = 0x27;
+  const ch = (c: string) => c.charCodeAt(0);
+  let total = text.length;
+  const total1 = total;
+  total = total ? 1 : 0;
+  for (let i = 1; i < total1; i++) {
+    const x = text[i];
+    if (text[i - 1] === SP && (x === ch('?') || x === ch('!') || x === ch('.') || x === ch(','))) total--;
+    text[total++] = x;
+  }
+  const total2 = total;
+  total = total ? 1 : 0;
+  for (let i = 1; i < total2; i++) {
+    const x = text[i];
+    if (x === QUOTE && i + 1 < total2 && text[i - 1] === SP && text[i + 1] === SP) {
+      total--;
+      text[++i] = 0;
+    }
+    text[total++] = x;
+  }
+  const total3 = total;
+  total = total ? 1 : 0;
+  for (let i = 1; i < total3; i++) {
+    const x = text[i];
+    if (text[i - 1] === SP && x === QUOTE && i + 1 < total3) {
+      const x1 = text[i + 1];
+      if (x1 === ch('s') || x1 === ch('m')) {
+        total--;
+      } else if (x1 !== ch('t') && x1 !== ch('d') && i + 2 < total3) {
+        const x2 = text[i + 2];
+        if ((x1 === ch('r') || x1 === ch('v')) && x2 === ch('e')) total--;
+      }
+    }
+    text[total++] = x;
+  }
+  return text.subarray(0, total);
+}
+
+/** Builds the tokenizer a GGUF file describes; fails with invalid_model_file or unsupported_model on bad metadata. */
+export function tokenizerFromGguf(meta: GgufMetadata): Tokenizer {
+  const model = metaString(meta, 'tokenizer.ggml.model');
+  if (model === undefined) throw invalid('tokenizer.ggml.model is missing');
+  if (model !== 'gpt2' && model !== 'llama') {
+    throw new KvfenceError('unsupported_model', `unsupported tokenizer.ggml.model '${model}' (supported: gpt2, llama)`);
+  }
+  const vocab = readVocabulary(meta);
+  // llama.cpp reads the pre-tokenizer only for BPE vocabularies
+  const pre = model === 'gpt2' ? preTokenizerFor(metaString(meta, 'tokenizer.ggml.pre')) : 'default';
+  const ranks = model === 'gpt2' ? readMerges(meta, vocab) : new Map<string, number>();
+  return new GgufTokenizer(model, pre, vocab, ranks, meta);
+}

@@ -1,0 +1,97 @@
+/**
+ * Model weights bound to their roles, with shapes checked against the config. Matrices keep their file storage
+ * (f32, f16, bf16 or q8_0); norms and biases are f32 (as llama.cpp stores 1-d tensors).
+ * Tensor names and layouts are llama.cpp's: a matrix with ggml dims [inDim, outDim] is outDim rows of inDim values.
+ */
+import { KvfenceError } from '../util/errors.js';
+import type { GgufTensor, TensorData, WeightDType } from './gguf-types.js';
+import type { ModelConfig } from './model-config.js';
+import { decodeWeights } from './quant.js';
+
+export interface WeightMatrix {
+  name: string;
+  dtype: WeightDType;
+  /** values per row (ggml dims[0]) */
+  inDim: number;
+  /** rows (ggml dims[1]) */
+  outDim: number;
+  data: TensorData;
+}
+
+export interface LayerWeights {
+  attnNorm: Float32Array; // (dim)
+  wq: WeightMatrix; // (headCount*headDim rows, dim)
+  wk: WeightMatrix; // (kvHeadCount*headDim rows, dim)
+  wv: WeightMatrix; // (kvHeadCount*headDim rows, dim)
+  wo: WeightMatrix; // (dim rows, headCount*headDim)
+  bq: Float32Array | undefined; // (headCount*headDim), qwen2 only
+  bk: Float32Array | undefined; // (kvHeadCount*headDim)
+  bv: Float32Array | undefined; // (kvHeadCount*headDim)
+  ffnNorm: Float32Array; // (dim)
+  wGate: WeightMatrix; // (ffnDim rows, dim)
+  wUp: WeightMatrix; // (ffnDim rows, dim)
+  wDown: WeightMatrix; // (dim rows, ffnDim)
+}
+
+export interface ModelWeights {
+  tokenEmbedding: WeightMatrix; // (vocabSize rows, dim)
+  layers: LayerWeights[];
+  outputNorm: Float32Array; // (dim)
+  /** (vocabSize rows, dim); the token embedding itself when the file ties them (no output.weight) */
+  output: WeightMatrix;
+}
+
+export function bindWeights(config: ModelConfig, tensors: Map<string, GgufTensor>, path: string): ModelWeights {
+  const fail = (what: string) => new KvfenceError('invalid_model_file', `${path}: ${what}`);
+  const get = (name: string): GgufTensor => {
+    const t = tensors.get(name);
+    if (t === undefined) throw fail(`tensor ${name} is missing`);
+    return t;
+  };
+  const matrix = (name: string, inDim: number, outDim: number): WeightMatrix => {
+    const t = get(name);
+    if (t.dims.length !== 2 || t.dims[0] !== inDim || t.dims[1] !== outDim) {
+      throw fail(`tensor ${name} has shape [${t.dims}], expected [${inDim}, ${outDim}]`);
+    }
+    return { name, dtype: t.dtype, inDim, outDim, data: t.data };
+  };
+  const vector = (name: string, length: number): Float32Array => {
+    const t = get(name);
+    if (t.dims.length !== 1 || t.dims[0] !== length)
+      throw fail(`tensor ${name} has shape [${t.dims}], expected [${length}]`);
+    if (t.dtype === 'f32') return t.data as Float32Array;
+    const out = new Float32Array(length);
+    decodeWeights(t.data, t.dtype, 0, length, out);
+    return out;
+  };
+  const optionalVector = (name: string, length: number) => (tensors.has(name) ? vector(name, length) : undefined);
+
+  const { dim, headDim, ffnDim, vocabSize } = config;
+  const qDim = config.headCount * headDim;
+  const kvDim = config.kvHeadCount * headDim;
+  const layers: LayerWeights[] = [];
+  for (let l = 0; l < config.layerCount; l++) {
+    const p = `blk.${l}.`;
+    layers.push({
+      attnNorm: vector(`${p}attn_norm.weight`, dim),
+      wq: matrix(`${p}attn_q.weight`, dim, qDim),
+      wk: matrix(`${p}attn_k.weight`, dim, kvDim),
+      wv: matrix(`${p}attn_v.weight`, dim, kvDim),
+      wo: matrix(`${p}attn_output.weight`, qDim, dim),
+      bq: optionalVector(`${p}attn_q.bias`, qDim),
+      bk: optionalVector(`${p}attn_k.bias`, kvDim),
+      bv: optionalVector(`${p}attn_v.bias`, kvDim),
+      ffnNorm: vector(`${p}ffn_norm.weight`, dim),
+      wGate: matrix(`${p}ffn_gate.weight`, dim, ffnDim),
+      wUp: matrix(`${p}ffn_up.weight`, dim, ffnDim),
+      wDown: matrix(`${p}ffn_down.weight`, ffnDim, dim),
+    });
+  }
+  const tokenEmbedding = matrix('token_embd.weight', dim, vocabSize);
+  return {
+    tokenEmbedding,
+    layers,
+    outputNorm: vector('output_norm.weight', dim),
+    output: tensors.has('output.weight') ? matrix('output.weight', dim, vocabSize) : tokenEmbedding,
+  };
+}

@@ -1,0 +1,330 @@
+/**
+ * Control messages between the gateway and its workers (DESIGN §3 steps 1, 2, 5 and the token stream of §1 step 4):
+ * JSON objects, one per sealed frame of an authenticated channel (the transfer layer's handshake and MAC, I10), each
+ * at most LIMITS.controlMessageBytesMax bytes. Every message is checked field by field when it arrives; one that does
+ * not parse closes the connection (fail closed), which fails that connection's requests.
+ *
+ *   gateway → worker   reserve(request)              decode: reserve pages, answer reserved(ticket) or end(failed)
+ *                      prefill(request, ticket, to)  prefill: compute, push the KV to `to`, answer prefilled or end(failed)
+ *                      cancel(request)               both: drop it, free and scrub its pages; no answer
+ *                      stats(id)                     both: answer stats(id, …)
+ *   worker → gateway   hello(…)                      first message of every connection: role, model, proven context
+ *                      reserved · token · end · prefilled · stats · incident
+ */
+import type {
+  GeneratedToken,
+  GenerationEnd,
+  GenerationRequest,
+  IsolationIncident,
+  TokenLogprob,
+} from '../engine/request.js';
+import type { PageOwner } from '../kv/page-owner.js';
+import type { TransferTicket } from '../transfer/ticket.js';
+import { type ErrorCode, KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
+
+export type WorkerRole = 'prefill' | 'decode';
+
+export interface WorkerHello {
+  role: WorkerRole;
+  /** the worker's name in logs and metrics (e.g. decode-0) */
+  name: string;
+  modelName: string;
+  vocabSize: number;
+  layerCount: number;
+  kvDim: number;
+  pageSize: number;
+  /** the worker's own I1 proof */
+  provenContext: number;
+  /** decode only: where prefill workers push KV */
+  transferAddress?: string;
+}
+
+export interface PoolStats {
+  pagesTotal: number;
+  pagesFree: number;
+  reservations: number;
+  running: number;
+  waiting: number;
+  /** per tenant: requests in flight and pages held */
+  tenants: [string, { requests: number; pages: number }][];
+}
+
+export type FailedEnd = { kind: 'failed'; code: ErrorCode; message: string; param?: string };
+export type EndWire = Exclude<GenerationEnd, { kind: 'failed' }> | FailedEnd;
+
+export type ControlMessage =
+  | { type: 'hello'; hello: WorkerHello }
+  | { type: 'reserve'; request: GenerationRequest }
+  | { type: 'reserved'; request: string; ticket: TransferTicket }
+  | { type: 'prefill'; request: GenerationRequest; ticket: TransferTicket; decodeAddress: string }
+  | { type: 'prefilled'; request: string }
+  | { type: 'cancel'; request: string }
+  | { type: 'token'; request: string; token: GeneratedToken }
+  | { type: 'end'; request: string; end: EndWire }
+  | { type: 'stats'; id: number; stats?: PoolStats }
+  /** a worker recorded an isolation incident (the gateway counts it; the record is in the worker's store) */
+  | { type: 'incident'; incident: IsolationIncident };
+
+const ERROR_CODES: Record<ErrorCode, true> = {
+  invalid_request_error: true,
+  invalid_model_file: true,
+  file_not_found: true,
+  unsupported_model: true,
+  context_length_exceeded: true,
+  kv_isolation_violation: true,
+  kv_capacity_exceeded: true,
+  invalid_argument: true,
+  invalid_api_key: true,
+  model_not_found: true,
+  not_found: true,
+  rate_limit_exceeded: true,
+  server_overloaded: true,
+  request_cancelled: true,
+  internal_error: true,
+  kv_transfer_failed: true,
+  worker_unavailable: true,
+};
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(ERROR_CODES, value);
+}
+
+export function endToWire(end: GenerationEnd): EndWire {
+  if (end.kind !== 'failed') return end;
+  const e = end.error;
+  return { kind: 'failed', code: e.code, message: e.message, ...(e.param !== undefined ? { param: e.param } : {}) };
+}
+
+export function endFromWire(end: EndWire): GenerationEnd {
+  if (end.kind !== 'failed') return end;
+  return { kind: 'failed', error: new KvfenceError(end.code, end.message, end.param) };
+}
+
+export function encodeControl(message: ControlMessage): Uint8Array {
+  const json = JSON.stringify(message, (_key, value: unknown) =>
+    value instanceof Uint8Array ? { base64: Buffer.from(value).toString('base64') } : value,
+  );
+  const bytes = new Uint8Array(Buffer.from(json, 'utf8'));
+  if (bytes.byteLength > LIMITS.controlMessageBytesMax) {
+    throw new KvfenceError('invalid_argument', `a control message of ${bytes.byteLength} bytes is over its bound`);
+  }
+  return bytes;
+}
+
+/** Parses and checks one message; throws a KvfenceError (invalid_argument) naming the first bad field. */
+export function decodeControl(bytes: Uint8Array): ControlMessage {
+  if (bytes.byteLength > LIMITS.controlMessageBytesMax) bad('message', 'over its size bound');
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+  } catch {
+    bad('message', 'not JSON');
+  }
+  const m = obj(value, 'message');
+  const type = str(m['type'], 'type');
+  switch (type) {
+    case 'hello':
+      return { type, hello: hello(m['hello']) };
+    case 'reserve':
+      return { type, request: request(m['request']) };
+    case 'reserved':
+      return { type, request: id(m['request'], 'request'), ticket: ticket(m['ticket']) };
+    case 'prefill':
+      return {
+        type,
+        request: request(m['request']),
+        ticket: ticket(m['ticket']),
+        decodeAddress: id(m['decodeAddress'], 'decodeAddress'),
+      };
+    case 'prefilled':
+    case 'cancel':
+      return { type, request: id(m['request'], 'request') };
+    case 'token':
+      return { type, request: id(m['request'], 'request'), token: token(m['token']) };
+    case 'end':
+      return { type, request: id(m['request'], 'request'), end: end(m['end']) };
+    case 'stats':
+      return {
+        type,
+        id: int(m['id'], 'id', 0, Number.MAX_SAFE_INTEGER),
+        ...(m['stats'] !== undefined ? { stats: stats(m['stats']) } : {}),
+      };
+    case 'incident':
+      return { type, incident: incident(m['incident']) };
+    default:
+      return bad('type', `unknown message type ${type}`);
+  }
+}
+
+function bad(field: string, why: string): never {
+  throw new KvfenceError('invalid_argument', `control message: ${field} ${why}`);
+}
+
+function obj(value: unknown, field: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) bad(field, 'is not an object');
+  return value as Record<string, unknown>;
+}
+
+function str(value: unknown, field: string): string {
+  if (typeof value !== 'string') bad(field, 'is not a string');
+  return value;
+}
+
+function id(value: unknown, field: string): string {
+  const s = str(value, field);
+  if (s.length < 1 || Buffer.byteLength(s) > LIMITS.transferIdBytesMax * 2) bad(field, 'has a bad length');
+  return s;
+}
+
+function num(value: unknown, field: string): number {
+  if (typeof value !== 'number' || Number.isNaN(value)) bad(field, 'is not a number');
+  return value;
+}
+
+function int(value: unknown, field: string, min: number, max: number): number {
+  const n = num(value, field);
+  if (!Number.isInteger(n) || n < min || n > max) bad(field, `is not an integer from ${min} to ${max}`);
+  return n;
+}
+
+function arr(value: unknown, field: string, max: number): unknown[] {
+  if (!Array.isArray(value) || value.length > max) bad(field, `is not an array of at most ${max} items`);
+  return value;
+}
+
+function bytes(value: unknown, field: string): Uint8Array {
+  const b = str(obj(value, field)['base64'], field);
+  return new Uint8Array(Buffer.from(b, 'base64'));
+}
+
+function hello(value: unknown): WorkerHello {
+  const h = obj(value, 'hello');
+  const role = str(h['role'], 'role');
+  if (role !== 'prefill' && role !== 'decode') bad('role', `is ${role}`);
+  return {
+    role,
+    name: id(h['name'], 'name'),
+    modelName: str(h['modelName'], 'modelName'),
+    vocabSize: int(h['vocabSize'], 'vocabSize', 1, LIMITS.vocabSizeMax),
+    layerCount: int(h['layerCount'], 'layerCount', 1, LIMITS.layerCountMax),
+    kvDim: int(h['kvDim'], 'kvDim', 1, 1 << 20),
+    pageSize: int(h['pageSize'], 'pageSize', 1, LIMITS.pageSizeTokensMax),
+    provenContext: int(h['provenContext'], 'provenContext', 2, LIMITS.contextTokensMax),
+    ...(h['transferAddress'] !== undefined ? { transferAddress: id(h['transferAddress'], 'transferAddress') } : {}),
+  };
+}
+
+function request(value: unknown): GenerationRequest {
+  const r = obj(value, 'request');
+  const s = obj(r['sampling'], 'sampling');
+  return {
+    id: id(r['id'], 'request id'),
+    tenant: id(r['tenant'], 'tenant'),
+    promptTokens: arr(r['promptTokens'], 'promptTokens', LIMITS.contextTokensMax).map((t) =>
+      int(t, 'prompt token', 0, LIMITS.vocabSizeMax),
+    ),
+    maxTokens: int(r['maxTokens'], 'maxTokens', 1, LIMITS.contextTokensMax),
+    sampling: {
+      temperature: num(s['temperature'], 'temperature'),
+      topK: int(s['topK'], 'topK', 0, LIMITS.vocabSizeMax),
+      topP: num(s['topP'], 'topP'),
+      seed: int(s['seed'], 'seed', 0, 2 ** 32),
+    },
+    topLogprobs: int(r['topLogprobs'], 'topLogprobs', 0, LIMITS.topLogprobsMax),
+  };
+}
+
+function ticket(value: unknown): TransferTicket {
+  const t = obj(value, 'ticket');
+  const u32 = (v: unknown, field: string) => int(v, field, 0, 0xffff_ffff);
+  return {
+    request: id(t['request'], 'ticket request'),
+    tenant: id(t['tenant'], 'ticket tenant'),
+    nonce: bytes(t['nonce'], 'nonce'),
+    epoch: u32(t['epoch'], 'epoch'),
+    pageCount: u32(t['pageCount'], 'pageCount'),
+    tokenCount: u32(t['tokenCount'], 'tokenCount'),
+    pageSizeTokens: u32(t['pageSizeTokens'], 'pageSizeTokens'),
+    pageBytes: u32(t['pageBytes'], 'pageBytes'),
+  };
+}
+
+function logprob(value: unknown, field: string): TokenLogprob {
+  const l = obj(value, field);
+  return { id: int(l['id'], `${field} id`, 0, LIMITS.vocabSizeMax), logprob: num(l['logprob'], `${field} logprob`) };
+}
+
+function token(value: unknown): GeneratedToken {
+  const t = obj(value, 'token');
+  return {
+    ...logprob(t, 'token'),
+    top: arr(t['top'], 'top', LIMITS.topLogprobsMax).map((x) => logprob(x, 'top')),
+  };
+}
+
+function end(value: unknown): EndWire {
+  const e = obj(value, 'end');
+  const kind = str(e['kind'], 'end kind');
+  if (kind === 'finished') {
+    const reason = str(e['reason'], 'reason');
+    if (reason !== 'stop' && reason !== 'length') bad('reason', `is ${reason}`);
+    return {
+      kind,
+      reason,
+      promptTokens: int(e['promptTokens'], 'promptTokens', 0, LIMITS.contextTokensMax),
+      completionTokens: int(e['completionTokens'], 'completionTokens', 0, LIMITS.contextTokensMax),
+    };
+  }
+  if (kind !== 'failed') bad('end kind', `is ${kind}`);
+  const code = str(e['code'], 'code');
+  if (!isErrorCode(code)) bad('code', `is ${code}`);
+  const message = str(e['message'], 'message').slice(0, 4096);
+  return { kind, code, message, ...(e['param'] !== undefined ? { param: str(e['param'], 'param') } : {}) };
+}
+
+function stats(value: unknown): PoolStats {
+  const s = obj(value, 'stats');
+  const count = (field: string) => int(s[field], field, 0, Number.MAX_SAFE_INTEGER);
+  return {
+    pagesTotal: count('pagesTotal'),
+    pagesFree: count('pagesFree'),
+    reservations: count('reservations'),
+    running: count('running'),
+    waiting: count('waiting'),
+    tenants: arr(s['tenants'], 'tenants', LIMITS.tenantCountMax).map((entry) => {
+      const [tenant, t] = arr(entry, 'tenant entry', 2);
+      const o = obj(t, 'tenant counts');
+      return [
+        id(tenant, 'tenant'),
+        {
+          requests: int(o['requests'], 'requests', 0, Number.MAX_SAFE_INTEGER),
+          pages: int(o['pages'], 'pages', 0, Number.MAX_SAFE_INTEGER),
+        },
+      ];
+    }),
+  };
+}
+
+function owner(value: unknown, field: string): PageOwner {
+  const o = obj(value, field);
+  return { tenant: id(o['tenant'], `${field} tenant`), request: id(o['request'], `${field} request`) };
+}
+
+function incident(value: unknown): IsolationIncident {
+  const i = obj(value, 'incident');
+  const v = obj(i['violation'], 'violation');
+  return {
+    request: id(i['request'], 'request'),
+    tenant: id(i['tenant'], 'tenant'),
+    timeMs: num(i['timeMs'], 'timeMs'),
+    violation: {
+      reader: owner(v['reader'], 'reader'),
+      page: int(v['page'], 'page', -1, LIMITS.kvPagesMax),
+      pageOwner: v['pageOwner'] === undefined ? undefined : owner(v['pageOwner'], 'pageOwner'),
+      expectedEpoch: num(v['expectedEpoch'], 'expectedEpoch'),
+      pageEpoch: num(v['pageEpoch'], 'pageEpoch'),
+      reason: str(v['reason'], 'reason').slice(0, 1024),
+    },
+  };
+}

@@ -1,0 +1,53 @@
+/**
+ * What the gateway needs from whatever runs the model: submit a tokenized request, hear its tokens and its one ending,
+ * cancel it. The colocated worker implements it in-process; a disaggregated deployment implements the same contract
+ * over the network, so the gateway does not change.
+ */
+import type { EngineStats } from '../engine/engine.js';
+import type { GeneratedToken, GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
+
+export interface GenerationSink {
+  onToken(token: GeneratedToken): void;
+  /** called exactly once per submitted request unless it was cancelled first (I6) */
+  onEnd(end: GenerationEnd): void;
+}
+
+export interface WorkerStats extends EngineStats {
+  /** successful page reservations since startup */
+  reservations: number;
+}
+
+export interface InferenceWorker {
+  /** the largest prompt + max tokens accepted (I1) */
+  readonly provenContext: number;
+  /** queues a request; throws a KvfenceError (with nothing reserved) when it cannot be accepted */
+  submit(request: GenerationRequest, sink: GenerationSink): void;
+  /** frees the request's pages before returning; its sink hears nothing more */
+  cancel(requestId: string): void;
+  stats(): WorkerStats;
+  onIncident(listener: (incident: IsolationIncident) => void): void;
+  /** fails what is in flight (503) and stops stepping */
+  close(): Promise<void>;
+  /** a remote backend (disaggregated): fetches fresh stats before /metrics or /health read them */
+  refresh?(): Promise<void>;
+  /** a remote backend: each worker's state, for /health and per-worker metrics */
+  workers?(): WorkerStatus[];
+}
+
+/** One prefill or decode worker as the gateway sees it. */
+export interface WorkerStatus {
+  name: string;
+  role: 'prefill' | 'decode';
+  address: string;
+  up: boolean;
+  /** undefined while down or before its first stats */
+  pagesFree: number | undefined;
+  pagesTotal: number | undefined;
+}
+
+/** The part of a pino logger the workers use, so they do not depend on the HTTP framework. */
+export interface LogSink {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}

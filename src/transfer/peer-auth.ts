@@ -1,0 +1,138 @@
+/**
+ * Peer authentication (DESIGN I10): both sides prove they hold the cluster secret, with fresh nonces from node:crypto,
+ * before any transfer frame flows; then both derive per-session, per-direction keys that seal every frame
+ * (secure-channel.ts). Three fixed-size messages (magic "KVFA", version 1):
+ *
+ *   initiator → responder  AUTH_HELLO      magic · version · nonceI (32)
+ *   responder → initiator  AUTH_CHALLENGE  magic · version · nonceR (32) · proofR = HMAC(secret, "responder" · nonceI · nonceR)
+ *   initiator → responder  AUTH_PROOF      magic · version · proofI = HMAC(secret, "initiator" · nonceI · nonceR)
+ *
+ *   keyI→R, keyR→I = HKDF-SHA256(secret, salt = nonceI · nonceR, info = direction label)
+ *
+ * A replayed AUTH_PROOF fails against the responder's fresh nonceR; a replayed AUTH_CHALLENGE against the initiator's
+ * fresh nonceI; frames of an earlier session fail the MAC under the new keys. Proofs compare in constant time. The
+ * responder hands over no channel, so no frame reaches a receiver, until AUTH_PROOF checks out.
+ */
+import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { assert } from '../util/assert.js';
+import { LIMITS } from '../util/limits.js';
+import type { ByteStream } from './byte-stream.js';
+import type { Clock } from './clock.js';
+import { SecureChannel } from './secure-channel.js';
+import { TransferError } from './transfer-error.js';
+
+const MAGIC = [0x4b, 0x56, 0x46, 0x41]; // "KVFA"
+const VERSION = 1;
+const NONCE_BYTES = 32;
+const PROOF_BYTES = 32;
+const HEAD_BYTES = MAGIC.length + 1;
+const LABEL = 'kvfence/transfer/auth/v1';
+
+export type PeerRole = 'initiator' | 'responder';
+
+export interface PeerAuthOptions {
+  /** the cluster secret, shared by every worker; at least LIMITS.transferSecretBytesMin bytes */
+  secret: Uint8Array;
+  /** the whole handshake must finish within this */
+  timeoutMs: number;
+  clock: Clock;
+}
+
+function message(...parts: Uint8Array[]): Uint8Array {
+  const head = new Uint8Array([...MAGIC, VERSION]);
+  return Buffer.concat([head, ...parts]);
+}
+
+function proof(secret: Uint8Array, role: PeerRole, nonceI: Uint8Array, nonceR: Uint8Array): Uint8Array {
+  return new Uint8Array(createHmac('sha256', secret).update(`${LABEL} ${role}`).update(nonceI).update(nonceR).digest());
+}
+
+function sessionKey(secret: Uint8Array, nonceI: Uint8Array, nonceR: Uint8Array, from: PeerRole): Uint8Array {
+  const salt = Buffer.concat([nonceI, nonceR]);
+  return new Uint8Array(hkdfSync('sha256', secret, salt, `${LABEL} key from ${from}`, 32));
+}
+
+function sameSecretProof(a: Uint8Array, b: Uint8Array): boolean {
+  return a.byteLength === b.byteLength && timingSafeEqual(a, b);
+}
+
+/**
+ * Runs the handshake on a fresh stream; resolves with the authenticated channel, or rejects (auth_failed) after
+ * destroying the stream. Nothing but the three handshake messages is ever read before success.
+ */
+export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAuthOptions): Promise<SecureChannel> {
+  const { secret } = options;
+  assert(
+    secret.byteLength >= LIMITS.transferSecretBytesMin && secret.byteLength <= LIMITS.transferSecretBytesMax,
+    `the cluster secret must be ${LIMITS.transferSecretBytesMin}..${LIMITS.transferSecretBytesMax} bytes`,
+  );
+  assert(options.timeoutMs > 0 && options.timeoutMs <= LIMITS.transferTimeoutMsMax, 'handshake timeout out of range');
+  return new Promise((resolve, reject) => {
+    const nonceMine = new Uint8Array(randomBytes(NONCE_BYTES));
+    let nonceI = role === 'initiator' ? nonceMine : undefined;
+    let nonceR = role === 'responder' ? nonceMine : undefined;
+    let buffered: Uint8Array = new Uint8Array(0);
+    let settled = false;
+    // the one message this side waits for next, by size
+    let expecting: number = role === 'initiator' ? HEAD_BYTES + NONCE_BYTES + PROOF_BYTES : HEAD_BYTES + NONCE_BYTES;
+    const cancelTimer = options.clock.after(options.timeoutMs, () =>
+      fail(`no handshake within ${options.timeoutMs} ms`),
+    );
+    const fail = (why: string) => {
+      if (settled) return;
+      settled = true;
+      cancelTimer();
+      const error = new TransferError('auth_failed', why);
+      stream.destroy(error);
+      reject(error);
+    };
+    const succeed = (leftover: Uint8Array) => {
+      settled = true;
+      cancelTimer();
+      assert(nonceI !== undefined && nonceR !== undefined, 'both nonces are known');
+      const other: PeerRole = role === 'initiator' ? 'responder' : 'initiator';
+      const sendKey = sessionKey(secret, nonceI, nonceR, role);
+      const receiveKey = sessionKey(secret, nonceI, nonceR, other);
+      resolve(new SecureChannel(stream, sendKey, receiveKey, leftover));
+    };
+    const onMessage = (m: Uint8Array, rest: Uint8Array) => {
+      for (let i = 0; i < MAGIC.length; i++) if (m[i] !== MAGIC[i]) return fail('not a kvfence peer');
+      if (m[MAGIC.length] !== VERSION) return fail(`handshake version ${m[MAGIC.length]}`);
+      const body = m.subarray(HEAD_BYTES);
+      if (role === 'responder' && nonceI === undefined) {
+        nonceI = body.slice(0, NONCE_BYTES);
+        expecting = HEAD_BYTES + PROOF_BYTES;
+        stream.write([message(nonceMine, proof(secret, 'responder', nonceI, nonceMine))]);
+        return step(rest);
+      }
+      if (role === 'responder') {
+        if (!sameSecretProof(body, proof(secret, 'initiator', nonceI!, nonceMine))) return fail('bad initiator proof');
+        return succeed(rest);
+      }
+      nonceR = body.slice(0, NONCE_BYTES);
+      if (!sameSecretProof(body.subarray(NONCE_BYTES), proof(secret, 'responder', nonceMine, nonceR))) {
+        return fail('bad responder proof');
+      }
+      stream.write([message(proof(secret, 'initiator', nonceMine, nonceR))]);
+      return succeed(rest);
+    };
+    const step = (bytes: Uint8Array) => {
+      if (settled || bytes.byteLength < expecting) {
+        buffered = bytes;
+        return;
+      }
+      onMessage(bytes.subarray(0, expecting), bytes.subarray(expecting));
+    };
+    stream.setHandlers({
+      data: (bytes) => {
+        if (settled) return;
+        // bounded: the handshake is a few fixed-size messages; the initiator may pipeline frames after its proof
+        if (buffered.byteLength + bytes.byteLength > LIMITS.transferFrameBytesMax) return fail('handshake flood');
+        step(buffered.byteLength === 0 ? bytes : Buffer.concat([buffered, bytes]));
+      },
+      drain: () => {},
+      close: (error) => fail(`connection closed during the handshake${error ? `: ${error.message}` : ''}`),
+    });
+    if (role === 'initiator') stream.write([message(nonceMine)]);
+  });
+}

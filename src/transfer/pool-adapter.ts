@@ -1,0 +1,76 @@
+/**
+ * The thin layer between the transfer and src/kv/page-pool.ts (its API as of this writing: reserve → acquire →
+ * release, markWritten on a PageTable, checkReadable). A page is `layout.floatsPerPage` float32s, contiguous in the
+ * arena, so its bytes travel as one view; both ends are little-endian (x86-64, arm64), so bytes are bit-identical.
+ *
+ * Decode side: `reserveTransferSink` reserves and acquires the pages (they must be active for markWritten) and returns
+ * the sink the TransferReceiver writes into, plus the table decode reads through once the transfer is COMMITTED.
+ * Nothing is scheduled on the table before COMMITTED; on any other end the sink releases (scrubs) the reservation.
+ */
+
+import { pagesForTokens } from '../kv/kv-layout.js';
+import type { PageOwner } from '../kv/page-owner.js';
+import type { PagePool, PageReservation } from '../kv/page-pool.js';
+import type { PageTable } from '../kv/page-table.js';
+import { assert } from '../util/assert.js';
+import type { KvPageSink, KvPageSource } from './kv-page-port.js';
+
+function pageBytesView(pool: PagePool, page: number): Uint8Array {
+  const floats = pool.layout.floatsPerPage;
+  assert(Number.isInteger(page) && page >= 0 && page < pool.pageCount, `page ${page} out of the pool`);
+  return new Uint8Array(pool.arena.buffer, pool.arena.byteOffset + page * floats * 4, floats * 4);
+}
+
+export interface TransferReservation {
+  readonly sink: KvPageSink;
+  readonly reservation: PageReservation;
+  /** decode reads through this after COMMITTED */
+  readonly table: PageTable;
+  /** the ticket epoch: the pool's reservation serial, unique for the pool's lifetime (mod 2^32) */
+  readonly epoch: number;
+}
+
+/** Reserves the pages `tokenCount` tokens need; undefined when the pool has too few free (the caller queues or 503s). */
+export function reserveTransferSink(
+  pool: PagePool,
+  owner: PageOwner,
+  tokenCount: number,
+): TransferReservation | undefined {
+  const pageCount = pagesForTokens(pool.layout, tokenCount);
+  const reservation = pool.reserve(owner, pageCount);
+  if (reservation === undefined) return undefined;
+  const epoch = pool.reservationCount >>> 0;
+  const table = pool.acquire(reservation);
+  const { pageSize } = pool.layout;
+  const sink: KvPageSink = {
+    pageCount,
+    pageBytes: pool.layout.floatsPerPage * 4,
+    isOpen: () => reservation.state !== 'released',
+    pageView: (index) => {
+      assert(reservation.state === 'acquired', 'writes go only into a live reservation');
+      assert(Number.isInteger(index) && index >= 0 && index < pageCount, `page index ${index} of ${pageCount}`);
+      return pageBytesView(pool, table.pages[index]!);
+    },
+    markPageWritten: (index, tokens) => {
+      // pages arrive in order, so the table's written count grows page by page
+      assert(table.writtenTokens === index * pageSize, `page ${index} written out of order`);
+      pool.markWritten(table, index * pageSize + tokens);
+    },
+    scrubAndRelease: () => pool.release(reservation),
+  };
+  return { sink, reservation, table, epoch };
+}
+
+/** Prefill side: the computed pages of a table, as the TransferSender reads them. Checks I3 once, up front. */
+export function tableTransferSource(pool: PagePool, table: PageTable, tokenCount: number): KvPageSource {
+  pool.checkReadable(table, tokenCount);
+  const pageCount = pagesForTokens(pool.layout, tokenCount);
+  return {
+    pageCount,
+    pageBytes: pool.layout.floatsPerPage * 4,
+    pageView: (index) => {
+      assert(Number.isInteger(index) && index >= 0 && index < pageCount, `page index ${index} of ${pageCount}`);
+      return pageBytesView(pool, table.pages[index]!);
+    },
+  };
+}

@@ -1,0 +1,60 @@
+/**
+ * Why a transfer failed. Every deviation from the protocol maps to one reason; the request fails closed with
+ * `kv_transfer_failed` and its pages are scrubbed. Names match docs/protocol.md and spec/.
+ */
+import { KvfenceError } from '../util/errors.js';
+
+export const TRANSFER_FAILURE_REASONS = [
+  // binding: the frame is not for this reservation
+  'unknown_request',
+  'wrong_request',
+  'wrong_tenant',
+  'wrong_nonce',
+  'wrong_epoch',
+  'ticket_mismatch',
+  'duplicate_hello',
+  // sequence
+  'unexpected_frame',
+  'page_out_of_range',
+  'page_duplicate',
+  'page_out_of_order',
+  'page_missing',
+  'page_token_mismatch',
+  'page_size_mismatch',
+  'checksum_mismatch',
+  'commit_mismatch',
+  'digest_mismatch',
+  // framing and connection
+  'malformed_frame',
+  'frame_truncated',
+  'frame_too_large',
+  'connection_closed',
+  'auth_failed',
+  'mac_invalid',
+  'backpressure_timeout',
+  // lifetime
+  'deadline_exceeded',
+  'idle_timeout',
+  'cancelled',
+  'reservation_closed',
+  'receiver_closed',
+  'sender_aborted',
+] as const;
+
+export type TransferFailureReason = (typeof TRANSFER_FAILURE_REASONS)[number];
+
+export function isTransferFailureReason(value: string): value is TransferFailureReason {
+  return (TRANSFER_FAILURE_REASONS as readonly string[]).includes(value);
+}
+
+export class TransferError extends KvfenceError {
+  override name = 'TransferError';
+  constructor(
+    readonly reason: TransferFailureReason,
+    message: string,
+    /** for `sender_aborted`: the code the prefill side gave (e.g. `context_length_exceeded`), so its status survives */
+    readonly peerCode?: string,
+  ) {
+    super('kv_transfer_failed', `KV transfer failed (${reason}): ${message}`);
+  }
+}

@@ -1,0 +1,37 @@
+/**
+ * A transport makes authenticated FrameChannels between workers: TCP (tcp-transport.ts) between hosts, in-memory
+ * (memory-transport.ts) within a process and in tests. Both share the handshake and the sealed framing; one
+ * conformance suite (test/transfer/transport-conformance.ts) runs against each.
+ */
+import type { ByteStream } from './byte-stream.js';
+import type { Clock } from './clock.js';
+import type { FrameChannel } from './frame-channel.js';
+
+export interface TransferListener {
+  /** where peers connect: "host:port" for TCP, a name for in-memory */
+  readonly address: string;
+  /** stops accepting; open channels stay open (their owners close them) */
+  close(): Promise<void>;
+}
+
+export interface TransferTransport {
+  readonly name: string;
+  /** accepts connections; each is handed to `onChannel` only after the peer proved it holds the secret */
+  listen(address: string, onChannel: (channel: FrameChannel) => void): Promise<TransferListener>;
+  /** connects and authenticates; rejects with auth_failed / connection_closed */
+  connect(address: string): Promise<FrameChannel>;
+}
+
+export interface TransportOptions {
+  /** the cluster secret (DESIGN I10) */
+  secret: Uint8Array;
+  handshakeTimeoutMs: number;
+  clock: Clock;
+  /** failed handshakes on the listening side (strangers, replays), for logs and tests */
+  onRefused?: (error: Error) => void;
+  /**
+   * Tests only, never set in production: wraps the connecting side's raw stream before the handshake (see
+   * `withByteFaults` in fault-injection.ts). Absent means no wrapper.
+   */
+  wrapConnectStream?: (stream: ByteStream) => ByteStream;
+}

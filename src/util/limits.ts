@@ -1,0 +1,73 @@
+/**
+ * Every hard bound of kvfence in one place. A bound stops a bad input or a runaway loop before it becomes memory
+ * exhaustion or a hang; each is far above what a real model or request needs.
+ */
+import { assert } from './assert.js';
+
+export const LIMITS = {
+  // GGUF files
+  ggufStringBytesMax: 64 * 1024 * 1024,
+  ggufArrayItemsMax: 16 * 1024 * 1024,
+  ggufMetadataEntriesMax: 65_536,
+  ggufTensorCountMax: 65_536,
+  ggufTensorDimsMax: 4,
+  ggufAlignmentMax: 1 << 20,
+  // models
+  vocabSizeMax: 1 << 20,
+  layerCountMax: 512,
+  contextTokensMax: 1 << 22,
+  // generation
+  generateTokensMax: 1 << 20,
+  // serving (kvfence serve)
+  kvPagesMax: 1 << 24,
+  pageSizeTokensMax: 4096,
+  runningSequencesMax: 4096,
+  waitingRequestsMax: 1 << 16,
+  queueTimeoutMsMax: 3_600_000,
+  stepTokensMax: 1 << 20,
+  tenantConcurrentRequestsMax: 1 << 16,
+  tenantCountMax: 100_000,
+  apiKeyFileBytesMax: 16 * 1024 * 1024,
+  requestBodyBytesMax: 16 * 1024 * 1024,
+  chatMessagesMax: 4096,
+  stopSequencesMax: 4,
+  stopSequenceCharsMax: 256,
+  topLogprobsMax: 20,
+  completionLogprobsMax: 5,
+  // KV transfer (src/transfer): wire frames, tickets, waits
+  transferIdBytesMax: 128,
+  transferPageBytesMax: 64 * 1024 * 1024,
+  transferFrameBytesMax: 64 * 1024 * 1024 + 4096,
+  transferPagesMax: 1 << 20,
+  transferAbortMessageBytesMax: 1024,
+  transferConnectionsMax: 4096,
+  transferSecretBytesMin: 32,
+  transferSecretBytesMax: 1024,
+  transferTimeoutMsMax: 3_600_000,
+  transferPipeBytesMax: 256 * 1024 * 1024,
+  // control channel (src/node: gateway ↔ prefill/decode workers)
+  controlMessageBytesMax: 40 * 1024 * 1024,
+  controlRequestsInFlightMax: 1 << 16,
+  workerCountMax: 256,
+  workerRestartsMax: 5,
+} as const;
+
+assert(LIMITS.ggufArrayItemsMax >= LIMITS.vocabSizeMax, 'a vocabulary array must fit a GGUF array');
+assert(
+  LIMITS.stepTokensMax >= LIMITS.runningSequencesMax,
+  'a step must be able to hold one decode token per running sequence',
+);
+assert(LIMITS.contextTokensMax >= 1 << 20, 'a 1M-token context must be expressible (and then proven against the pool)');
+assert(
+  LIMITS.transferFrameBytesMax >= LIMITS.transferPageBytesMax + 4 * LIMITS.transferIdBytesMax,
+  'a PAGE frame (header + one whole page) must fit a transfer frame',
+);
+assert(
+  LIMITS.transferPagesMax * LIMITS.pageSizeTokensMax >= LIMITS.contextTokensMax,
+  'a transfer must be able to carry the largest context',
+);
+assert(
+  LIMITS.controlMessageBytesMax >= LIMITS.contextTokensMax * 8 + (1 << 20),
+  'a prefill job (every prompt token id as JSON) must fit one control message',
+);
+assert(LIMITS.controlMessageBytesMax <= LIMITS.transferFrameBytesMax, 'a control message fits one sealed frame');

@@ -1,0 +1,203 @@
+/**
+ * A small OpenAI-compatible server for the auditor's tests (node:http): /v1/models, /v1/completions and
+ * /v1/chat/completions, streamed or not, with logprobs and usage. One "token" is one whitespace-separated word (plus
+ * one for BOS); answers are deterministic "echo-ish" words picked from the prompt. Modes make it misbehave the way
+ * real servers have:
+ *   honest           400 context_length_exceeded above the context, 429 above `inFlightMax`
+ *   leaky            now and then appends another tenant's earlier prompt to an answer (a KV leak)
+ *   oversize200      answers an oversize request 200 with a 1-token placeholder (the incident)
+ *   perturbUnderLoad logprobs shift when another request is in flight (not batch-invariant)
+ *   nondeterministic logprobs jitter on every call, even alone
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type FakeMode = 'honest' | 'leaky' | 'oversize200' | 'perturbUnderLoad' | 'nondeterministic';
+
+export const FAKE_KEYS: Record<string, string> = { 'key-alpha-1111': 'alpha', 'key-beta-2222': 'beta' };
+export const FAKE_KEYS_TEXT = '# tenant key\nalpha key-alpha-1111\nbeta  key-beta-2222\n';
+
+export interface FakeServer {
+  url: string;
+  served: number;
+  close(): Promise<void>;
+}
+
+export interface FakeServerOptions {
+  mode: FakeMode;
+  context: number;
+  inFlightMax: number;
+  /** delay per streamed token */
+  tokenDelayMs: number;
+}
+
+const BODY_BYTES_MAX = 8 * 1024 * 1024;
+
+function hash(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
+}
+
+export async function startFakeServer(options: FakeServerOptions): Promise<FakeServer> {
+  let inFlight = 0;
+  const lastPrompt = new Map<string, string>();
+  const state = { served: 0 };
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch(() => {
+      if (!res.headersSent) send(res, 500, { error: { message: 'fake server bug', code: 'internal_error' } });
+      else res.end();
+    });
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const key = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    const tenant = FAKE_KEYS[key];
+    if (tenant === undefined) return send(res, 401, { error: { message: 'bad key', code: 'invalid_api_key' } });
+    if (req.method === 'GET' && req.url === '/v1/models') {
+      return send(res, 200, {
+        object: 'list',
+        data: [{ id: 'fake-model', object: 'model', max_model_len: options.context }],
+      });
+    }
+    const chat = req.url === '/v1/chat/completions';
+    if (req.method !== 'POST' || (req.url !== '/v1/completions' && !chat)) {
+      return send(res, 404, { error: { message: 'no route', code: 'not_found' } });
+    }
+    const body = JSON.parse(await readBody(req)) as Record<string, unknown>;
+    const prompt = chat
+      ? String((body['messages'] as { content: string }[] | undefined)?.[0]?.content ?? '')
+      : String(body['prompt'] ?? '');
+    const maxTokens = typeof body['max_tokens'] === 'number' ? body['max_tokens'] : 16;
+    const words = prompt.split(/\s+/).filter((w) => w !== '');
+    const promptTokens = words.length + 1;
+    if (inFlight >= options.inFlightMax) {
+      return send(res, 429, { error: { message: 'too many requests', code: 'rate_limit_exceeded' } });
+    }
+    let count = maxTokens;
+    if (promptTokens + maxTokens > options.context) {
+      if (options.mode !== 'oversize200') {
+        return send(res, 400, { error: { message: 'too long', code: 'context_length_exceeded' } });
+      }
+      count = 1; // the placeholder
+    }
+    inFlight++;
+    state.served++;
+    const crowded = inFlight > 1;
+    try {
+      const h = hash(prompt);
+      const pieces: { text: string; logprob: number }[] = [];
+      for (let i = 0; i < count; i++) {
+        let logprob = -(((h + i * 2654435761) >>> 0) % 1000) / 997;
+        if (options.mode === 'perturbUnderLoad' && crowded) logprob += 0.001;
+        if (options.mode === 'nondeterministic') logprob += Math.random() * 1e-3;
+        pieces.push({ text: ` ${words[(h + i * 7) % Math.max(1, words.length)] ?? 'x'}`, logprob });
+      }
+      if (options.mode === 'leaky' && state.served % 3 === 0) {
+        const other = [...lastPrompt].find(([t]) => t !== tenant)?.[1];
+        if (other !== undefined) pieces.push({ text: ` ${other.slice(0, 80)}`, logprob: -0.5 });
+      }
+      lastPrompt.set(tenant, prompt);
+      const usage = {
+        prompt_tokens: promptTokens,
+        completion_tokens: pieces.length,
+        total_tokens: promptTokens + pieces.length,
+      };
+      if (body['stream'] === true) await stream(res, pieces, chat, usage);
+      else {
+        await delay(options.tokenDelayMs * 2);
+        send(res, 200, wholeBody(pieces, chat, usage));
+      }
+    } finally {
+      inFlight--;
+    }
+  }
+
+  async function stream(
+    res: ServerResponse,
+    pieces: { text: string; logprob: number }[],
+    chat: boolean,
+    usage: Record<string, number>,
+  ): Promise<void> {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    for (const p of pieces) {
+      if (res.destroyed) return;
+      await delay(options.tokenDelayMs);
+      const choice = chat
+        ? { index: 0, delta: { content: p.text }, logprobs: { content: [{ token: p.text, logprob: p.logprob }] } }
+        : { index: 0, text: p.text, logprobs: { tokens: [p.text], token_logprobs: [p.logprob] } };
+      res.write(`data: ${JSON.stringify({ choices: [{ ...choice, finish_reason: null }] })}\n\n`);
+    }
+    res.write(`data: ${JSON.stringify({ choices: [{ index: 0, text: '', finish_reason: 'length' }], usage })}\n\n`);
+    res.end('data: [DONE]\n\n');
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    get served() {
+      return state.served;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function wholeBody(pieces: { text: string; logprob: number }[], chat: boolean, usage: Record<string, number>) {
+  const text = pieces.map((p) => p.text).join('');
+  if (chat) {
+    return {
+      object: 'chat.completion',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: text },
+          logprobs: { content: pieces.map((p) => ({ token: p.text, logprob: p.logprob })) },
+          finish_reason: 'length',
+        },
+      ],
+      usage,
+    };
+  }
+  return {
+    object: 'text_completion',
+    choices: [
+      {
+        index: 0,
+        text,
+        logprobs: { tokens: pieces.map((p) => p.text), token_logprobs: pieces.map((p) => p.logprob) },
+        finish_reason: 'length',
+      },
+    ],
+    usage,
+  };
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let bytes = 0;
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => {
+      bytes += chunk.byteLength;
+      if (bytes > BODY_BYTES_MAX) {
+        reject(new Error('body too large'));
+        req.destroy();
+      } else chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}

@@ -1,0 +1,95 @@
+/**
+ * A disaggregated cluster on the tiny test model for the end-to-end tests: the gateway in this process, prefill and
+ * decode workers as supervised child processes (`kvfence prefill|decode`) on loopback, exactly as
+ * `kvfence serve --disaggregated` runs them.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { type RunningCluster, startDisaggregatedServer } from '../../src/cli/gateway-command.js';
+import { disaggregatedConfig, SERVE_DEFAULTS, type ServeConfig } from '../../src/cli/serve-command.js';
+import type { PoolStats } from '../../src/node/control-protocol.js';
+import { testModelFile } from '../helpers/models.js';
+import { tempDirectory } from '../helpers/temp.js';
+import type { IsolationTarget } from '../serving/isolation-suite.js';
+import { MODEL_ID, SERVING_MODEL, waitForAsync } from '../serving/serve-helpers.js';
+
+const dir = tempDirectory('kvfence-disagg-');
+let clusters = 0;
+
+export interface TestClusterOptions {
+  serve?: Partial<ServeConfig>;
+  prefill?: number;
+  decode?: number;
+  prefillArgs?: readonly string[];
+  decodeArgs?: readonly string[];
+  prefillEnv?: Readonly<Record<string, string>>;
+  decodeEnv?: Readonly<Record<string, string>>;
+}
+
+/** The colocated test server's settings (serve-helpers.ts), so both give the same answers. */
+export function testServeConfig(overrides: Partial<ServeConfig> = {}): ServeConfig {
+  return {
+    modelPath: testModelFile(SERVING_MODEL),
+    modelName: MODEL_ID,
+    host: '127.0.0.1',
+    port: 0,
+    backend: 'reference',
+    kvPages: 128,
+    pageSize: 16,
+    clampContext: false,
+    runningMax: 16,
+    waitingMax: 64,
+    queueTimeoutMs: 20_000,
+    prefillChunk: 64,
+    stepTokens: 256,
+    tenantConcurrentMax: SERVE_DEFAULTS.tenantConcurrentMax,
+    incidentsDb: join(dir, `incidents-${clusters++}.sqlite`),
+    requestTimeoutMs: 60_000,
+    logLevel: 'silent',
+    ...overrides,
+  };
+}
+
+export async function startTestCluster(options: TestClusterOptions = {}): Promise<RunningCluster> {
+  const config = disaggregatedConfig(testServeConfig(options.serve), options.prefill ?? 1, options.decode ?? 1, 'ignore');
+  return startDisaggregatedServer({
+    ...config,
+    workerArgs: [...config.workerArgs, '--transfer-timeout-ms', '10000', '--idle-timeout-ms', '3000'],
+    ...(options.prefillArgs !== undefined ? { prefillArgs: options.prefillArgs } : {}),
+    ...(options.decodeArgs !== undefined ? { decodeArgs: options.decodeArgs } : {}),
+    ...(options.prefillEnv !== undefined ? { prefillEnv: options.prefillEnv } : {}),
+    ...(options.decodeEnv !== undefined ? { decodeEnv: options.decodeEnv } : {}),
+  });
+}
+
+/** Every worker's pool stats, fresh (prefill workers first); a worker that is down fails the assertion. */
+export async function poolStats(cluster: RunningCluster): Promise<PoolStats[]> {
+  const stats = await cluster.dispatcher.poolStats();
+  return stats.map((s, i) => {
+    assert.ok(s !== undefined, `worker ${cluster.workers[i]?.name} answers`);
+    return s;
+  });
+}
+
+async function whole(cluster: RunningCluster): Promise<boolean> {
+  const stats = await cluster.dispatcher.poolStats();
+  return stats.every((s) => s !== undefined && s.pagesFree === s.pagesTotal && s.running === 0 && s.waiting === 0);
+}
+
+/** Every pool on every side gets back to all pages free (frees on the far side are asynchronous: bounded wait). */
+export async function assertClusterPoolsWhole(cluster: RunningCluster, timeoutMs = 10_000): Promise<void> {
+  await waitForAsync(() => whole(cluster), 'every worker pool to be whole again', timeoutMs).catch(async (error) => {
+    throw new Error(`${(error as Error).message}: ${JSON.stringify(await cluster.dispatcher.poolStats())}`);
+  });
+}
+
+export function clusterTarget(cluster: RunningCluster, pagesPerPool: number): IsolationTarget {
+  return {
+    url: cluster.url,
+    pagesTotal: pagesPerPool * cluster.workers.length,
+    reservationCount: async () => (await poolStats(cluster)).reduce((sum, s) => sum + s.reservations, 0),
+    idle: () => whole(cluster),
+    assertPoolsWhole: () => assertClusterPoolsWhole(cluster),
+    close: () => cluster.close(),
+  };
+}

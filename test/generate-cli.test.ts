@@ -1,0 +1,59 @@
+/** `kvfence generate` end to end through the built CLI, on the embedded model and on a file. */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { runCli } from './helpers/cli.js';
+import { testModelFile } from './helpers/models.js';
+import { tempDirectory } from './helpers/temp.js';
+
+const cache = tempDirectory('kvfence-cache-');
+const env = { ...process.env, KVFENCE_CACHE_DIR: cache };
+
+interface GenerateJson {
+  promptTokens: number[];
+  tokens: number[];
+  logprobs: number[];
+  text: string;
+  prefillTokensPerSecond: number;
+  decodeTokensPerSecond: number;
+}
+
+test('the embedded model is generated once, cached, and gives the same greedy answer twice', () => {
+  const first = runCli(['generate', '--prompt', 'Hello, kvfence', '-n', '8', '--json'], env);
+  assert.equal(first.status, 0, first.stderr);
+  const a = JSON.parse(first.stdout) as GenerateJson;
+  assert.equal(a.tokens.length, a.logprobs.length);
+  assert.ok(a.tokens.length >= 1 && a.tokens.length <= 8);
+  assert.ok(a.promptTokens.length > 0);
+  assert.ok(a.logprobs.every((l) => l <= 0 && Number.isFinite(l)));
+  assert.ok(a.prefillTokensPerSecond > 0);
+  const second = runCli(['generate', '--prompt', 'Hello, kvfence', '-n', '8', '--json'], env);
+  assert.deepEqual(JSON.parse(second.stdout).tokens, a.tokens);
+});
+
+test('text mode prints the text and the speeds; chat mode uses the template', () => {
+  const model = testModelFile({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 5, logitScale: 8 });
+  const plain = runCli(['generate', '--model', model, '--prompt', 'abc', '-n', '5']);
+  assert.equal(plain.status, 0, plain.stderr);
+  assert.match(plain.stderr, /tokens\/s prefill; \d+ generated: [\d.]+ tokens\/s decode/);
+  const chat = runCli(['generate', '--model', model, '--prompt', 'abc', '-n', '5', '--chat', '--json']);
+  assert.equal(chat.status, 0, chat.stderr);
+  const direct = runCli(['generate', '--model', model, '--prompt', 'abc', '-n', '5', '--json']);
+  assert.ok(
+    (JSON.parse(chat.stdout) as GenerateJson).promptTokens.length >
+      (JSON.parse(direct.stdout) as GenerateJson).promptTokens.length,
+  );
+});
+
+test('a prompt over the context is refused with one line, before any work', () => {
+  const model = testModelFile({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 5, contextLength: 32 });
+  const r = runCli(['generate', '--model', model, '--prompt', 'word '.repeat(40), '-n', '4']);
+  assert.equal(r.status, 1);
+  assert.match(
+    r.stderr,
+    /^kvfence: prompt \(\d+ tokens\) \+ max tokens \(4\) = \d+ exceeds the context of 32 tokens\n$/,
+  );
+  const bad = runCli(['generate', '--model', join(cache, 'nope.gguf'), '--prompt', 'x']);
+  assert.equal(bad.status, 1);
+  assert.match(bad.stderr, /no such file/);
+});

@@ -1,0 +1,407 @@
+/**
+ * One conformance suite for every Backend (as hono tests all its routers with one suite): each kernel against a
+ * textbook f64 computation written as directly as possible (whole matrices dequantized, KV gathered into contiguous
+ * rows, softmax in two passes), over edge shapes, every weight type, page sizes 1, 7 and 16, grouped-query heads and
+ * both RoPE styles; and each kernel's batch invariance, bit for bit: a row computed alone equals the same row inside
+ * any batch. `callCount`, when given, must grow in every test: the proof that the backend under test did the work.
+ *
+ * Tolerances are forward-error bounds for f32 arithmetic (u = 2^-24), so a backend that accumulates in f32 passes and
+ * one that reorders or drops terms does not:
+ * - matmul, a dot product of n terms summed in 16 lanes then a 4-level tree: |error| <= (ceil(n/16) + 5)·u·Σ|x_i·w_i|
+ *   + u·|result| (Higham's bound for recursive summation, per lane, plus the tree and the final rounding).
+ * - rmsNorm: a few roundings of products (the sum of squares is f64 or well-conditioned): 4u relative.
+ * - swiglu: exp approximated to ~2 ulp, then an add, a divide and a multiply: 8u relative.
+ * - rope: products with exact cos/sin tables in f64, rounded once: 2u relative to the largest input of the pair.
+ * - attention: each output is a convex combination of V rows, so |error| <= 2e-5 · max|V|: f32 scores of headDim
+ *   terms (|score| < ~15 here) carry ~(headDim/16 + 5)·u·|score| error, which exp turns into a relative weight error
+ *   of ~1e-6, and the weighted sum of up to ~200 positions adds (kvLength/16 + 5)·u.
+ * - embed: dequantization is exact in every format: same bits.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { Backend } from '../../src/compute/backend.js';
+import { type KvLayout, kvOffset, makeKvLayout } from '../../src/kv/kv-layout.js';
+import type { WeightDType } from '../../src/model/gguf-types.js';
+import type { RopeStyle } from '../../src/model/model-config.js';
+import { decodeWeights, encodeWeights } from '../../src/model/quant.js';
+import type { WeightMatrix } from '../../src/model/weights.js';
+import { SeededRandom } from '../../src/util/random.js';
+
+export type KernelName = 'matmul' | 'attention' | 'rmsNorm' | 'rope' | 'swiglu' | 'embed';
+
+export interface ConformanceTarget<B extends Backend> {
+  name: string;
+  make: () => B;
+  /** kernel calls the backend itself counted (the native addon's counters); must grow in each test */
+  callCount?: (backend: B, kernel: KernelName) => number;
+  /** releases what make() took (the native backend's threads) */
+  dispose?: (backend: B) => void;
+}
+
+const U = 2 ** -24;
+export const DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16', 'q8_0'];
+
+export function gaussian(random: SeededRandom, n: number, std = 1): Float32Array {
+  return Float32Array.from({ length: n }, () => std * random.normal());
+}
+
+export function weightMatrix(random: SeededRandom, dtype: WeightDType, inDim: number, outDim: number): WeightMatrix {
+  return {
+    name: `w${inDim}x${outDim}`,
+    dtype,
+    inDim,
+    outDim,
+    data: encodeWeights(gaussian(random, inDim * outDim), dtype),
+  };
+}
+
+export function assertSameBits(got: Float32Array, want: Float32Array, what: string): void {
+  assert.equal(got.length, want.length, `${what}: lengths`);
+  const a = new Uint32Array(got.buffer, got.byteOffset, got.length);
+  const b = new Uint32Array(want.buffer, want.byteOffset, want.length);
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] !== b[i]) assert.fail(`${what}: element ${i} is ${got[i]}, expected exactly ${want[i]}`);
+  }
+}
+
+function assertWithin(got: Float32Array, want: Float64Array, bound: (i: number) => number, what: string): void {
+  for (let i = 0; i < want.length; i++) {
+    const error = Math.abs(got[i]! - want[i]!);
+    if (!(error <= bound(i)))
+      assert.fail(`${what}: element ${i} is ${got[i]}, expected ${want[i]} ± ${bound(i)} (off by ${error})`);
+  }
+}
+
+/** Runs `body` and checks the backend counted at least one call of `kernel` meanwhile. */
+function counted<B extends Backend>(
+  target: ConformanceTarget<B>,
+  backend: B,
+  kernel: KernelName,
+  body: () => void,
+): void {
+  try {
+    const before = target.callCount?.(backend, kernel);
+    body();
+    if (before !== undefined) {
+      assert.ok(target.callCount!(backend, kernel) > before, `${target.name} did not run its own ${kernel} kernel`);
+    }
+  } finally {
+    target.dispose?.(backend);
+  }
+}
+
+// ---- textbook computations (f64) -------------------------------------------------------------------------------
+
+function textbookMatmul(
+  x: Float32Array,
+  rowCount: number,
+  w: WeightMatrix,
+): { value: Float64Array; magnitude: Float64Array } {
+  const dense = new Float32Array(w.inDim * w.outDim);
+  decodeWeights(w.data, w.dtype, 0, w.inDim * w.outDim, dense);
+  const value = new Float64Array(rowCount * w.outDim);
+  const magnitude = new Float64Array(rowCount * w.outDim);
+  for (let r = 0; r < rowCount; r++) {
+    for (let o = 0; o < w.outDim; o++) {
+      let sum = 0;
+      let abs = 0;
+      for (let i = 0; i < w.inDim; i++) {
+        const p = x[r * w.inDim + i]! * dense[o * w.inDim + i]!;
+        sum += p;
+        abs += Math.abs(p);
+      }
+      value[r * w.outDim + o] = sum;
+      magnitude[r * w.outDim + o] = abs;
+    }
+  }
+  return { value, magnitude };
+}
+
+interface KvCase {
+  layout: KvLayout;
+  layer: number;
+  headCount: number;
+  kvHeadCount: number;
+  headDim: number;
+  arena: Float32Array;
+  kvLengths: Int32Array;
+  pageTables: Int32Array;
+  pageTableStarts: Int32Array;
+}
+
+function textbookAttention(q: Float32Array, c: KvCase): Float64Array {
+  const { headCount, kvHeadCount, headDim, layout, layer } = c;
+  const out = new Float64Array(c.kvLengths.length * headCount * headDim);
+  for (let r = 0; r < c.kvLengths.length; r++) {
+    const n = c.kvLengths[r]!;
+    // gather this row's K and V into contiguous (n, kvDim) arrays
+    const keys: Float32Array[] = [];
+    const values: Float32Array[] = [];
+    for (let t = 0; t < n; t++) {
+      const page = c.pageTables[c.pageTableStarts[r]! + Math.floor(t / layout.pageSize)]!;
+      const k = kvOffset(layout, page, layer, 0, t % layout.pageSize);
+      const v = kvOffset(layout, page, layer, 1, t % layout.pageSize);
+      keys.push(c.arena.subarray(k, k + layout.kvDim));
+      values.push(c.arena.subarray(v, v + layout.kvDim));
+    }
+    for (let h = 0; h < headCount; h++) {
+      const kvh = Math.floor(h / (headCount / kvHeadCount)) * headDim;
+      const qh = (r * headCount + h) * headDim;
+      const scores = keys.map((k) => {
+        let dot = 0;
+        for (let i = 0; i < headDim; i++) dot += q[qh + i]! * k[kvh + i]!;
+        return dot / Math.sqrt(headDim);
+      });
+      const max = Math.max(...scores);
+      const weights = scores.map((s) => Math.exp(s - max));
+      const total = weights.reduce((a, b) => a + b, 0);
+      for (let i = 0; i < headDim; i++) {
+        let sum = 0;
+        for (let t = 0; t < n; t++) sum += weights[t]! * values[t]![kvh + i]!;
+        out[qh + i] = sum / total;
+      }
+    }
+  }
+  return out;
+}
+
+// ---- cases ------------------------------------------------------------------------------------------------------
+
+/** A KV arena filled with noise and, per row, its own shuffled page table and length. */
+export function kvCase(
+  random: SeededRandom,
+  shape: {
+    headCount: number;
+    kvHeadCount: number;
+    headDim: number;
+    pageSize: number;
+    rowCount: number;
+    kvLengthMax: number;
+  },
+): KvCase {
+  const layout = makeKvLayout(2, shape.kvHeadCount * shape.headDim, shape.pageSize);
+  const pagesPerRow = Math.ceil(shape.kvLengthMax / shape.pageSize);
+  const pageCount = pagesPerRow + 3;
+  const kvLengths = Int32Array.from({ length: shape.rowCount }, () => 1 + random.nextInt(shape.kvLengthMax));
+  const tables: number[] = [];
+  const starts: number[] = [];
+  for (let r = 0; r < shape.rowCount; r++) {
+    starts.push(tables.length);
+    const pages = Array.from({ length: pageCount }, (_, i) => i);
+    for (let i = pages.length - 1; i > 0; i--) {
+      const j = random.nextInt(i + 1);
+      [pages[i], pages[j]] = [pages[j]!, pages[i]!];
+    }
+    tables.push(...pages.slice(0, pagesPerRow));
+  }
+  return {
+    layout,
+    layer: 1,
+    headCount: shape.headCount,
+    kvHeadCount: shape.kvHeadCount,
+    headDim: shape.headDim,
+    arena: gaussian(random, pageCount * layout.floatsPerPage),
+    kvLengths,
+    pageTables: Int32Array.from(tables),
+    pageTableStarts: Int32Array.from(starts),
+  };
+}
+
+function attentionOf(backend: Backend, q: Float32Array, c: KvCase, rows: number[]): Float32Array {
+  const qDim = c.headCount * c.headDim;
+  const qs = new Float32Array(rows.length * qDim);
+  rows.forEach((r, j) => {
+    qs.set(q.subarray(r * qDim, (r + 1) * qDim), j * qDim);
+  });
+  const out = new Float32Array(rows.length * qDim);
+  backend.attention(
+    out,
+    qs,
+    {
+      rowCount: rows.length,
+      kvLengths: Int32Array.from(rows, (r) => c.kvLengths[r]!),
+      pageTables: c.pageTables,
+      pageTableStarts: Int32Array.from(rows, (r) => c.pageTableStarts[r]!),
+    },
+    { layer: c.layer, headCount: c.headCount, kvHeadCount: c.kvHeadCount, headDim: c.headDim, layout: c.layout },
+    c.arena,
+  );
+  return out;
+}
+
+// ---- the suite --------------------------------------------------------------------------------------------------
+
+export function describeBackendConformance<B extends Backend>(target: ConformanceTarget<B>): void {
+  describe(`backend conformance: ${target.name}`, () => {
+    test('matmul over every weight type and edge shape matches f64, each row the same bits alone or batched', () => {
+      const backend = target.make();
+      const random = new SeededRandom(1);
+      counted(target, backend, 'matmul', () => {
+        for (const dtype of DTYPES) {
+          const inDims = dtype === 'q8_0' ? [32, 64, 256, 288] : [1, 31, 32, 33, 257];
+          for (const inDim of inDims) {
+            for (const outDim of [1, 7, 33]) {
+              const w = weightMatrix(random, dtype, inDim, outDim);
+              const x = gaussian(random, 17 * inDim);
+              const want = textbookMatmul(x, 17, w);
+              const batched = new Float32Array(17 * outDim);
+              backend.matmul(batched, x, 17, w);
+              const what = `${dtype} ${inDim}→${outDim}`;
+              const slack = (Math.ceil(inDim / 16) + 5) * U;
+              assertWithin(batched, want.value, (i) => slack * want.magnitude[i]! + U * Math.abs(want.value[i]!), what);
+              for (const rowCount of [1, 2, 5, 16]) {
+                for (const first of [0, 17 - rowCount]) {
+                  const part = new Float32Array(rowCount * outDim);
+                  backend.matmul(part, x.subarray(first * inDim), rowCount, w);
+                  assertSameBits(
+                    part,
+                    batched.subarray(first * outDim, (first + rowCount) * outDim),
+                    `${what} rows ${first}+${rowCount}`,
+                  );
+                }
+              }
+            }
+          }
+        }
+      });
+    });
+
+    test('rmsNorm matches f64 within 4 ulp, each row the same bits alone or batched', () => {
+      const backend = target.make();
+      const random = new SeededRandom(2);
+      counted(target, backend, 'rmsNorm', () => {
+        for (const dim of [1, 7, 64, 257, 576]) {
+          const x = gaussian(random, 17 * dim, 3);
+          const weight = gaussian(random, dim);
+          const out = new Float32Array(17 * dim);
+          backend.rmsNorm(out, x, 17, weight, 1e-5);
+          const want = new Float64Array(17 * dim);
+          for (let r = 0; r < 17; r++) {
+            let sum = 0;
+            for (let i = 0; i < dim; i++) sum += x[r * dim + i]! ** 2;
+            const scale = 1 / Math.sqrt(sum / dim + 1e-5);
+            for (let i = 0; i < dim; i++) want[r * dim + i] = x[r * dim + i]! * scale * weight[i]!;
+          }
+          assertWithin(out, want, (i) => 4 * U * Math.abs(want[i]!) + 1e-30, `rmsNorm dim ${dim}`);
+          const alone = new Float32Array(dim);
+          backend.rmsNorm(alone, x.subarray(9 * dim), 1, weight, 1e-5);
+          assertSameBits(alone, out.subarray(9 * dim, 10 * dim), `rmsNorm dim ${dim} row 9 alone`);
+        }
+      });
+    });
+
+    test('rope (adjacent and neox, partial rotation, far positions) matches f64, rows independent', () => {
+      const backend = target.make();
+      const random = new SeededRandom(3);
+      counted(target, backend, 'rope', () => {
+        const shapes = [
+          { headCount: 4, headDim: 8, ropeDim: 8 },
+          { headCount: 3, headDim: 64, ropeDim: 64 },
+          { headCount: 2, headDim: 32, ropeDim: 16 },
+        ];
+        for (const style of ['adjacent', 'neox'] as RopeStyle[]) {
+          for (const theta of [10_000, 1_000_000]) {
+            for (const { headCount, headDim, ropeDim } of shapes) {
+              const rowCount = 9;
+              const width = headCount * headDim;
+              const x = gaussian(random, rowCount * width);
+              const positions = Int32Array.from({ length: rowCount }, (_, r) => (r === 0 ? 0 : random.nextInt(6000)));
+              const got = x.slice();
+              backend.rope(got, rowCount, headCount, headDim, ropeDim, positions, theta, style);
+              const want = Float64Array.from(x);
+              const bound = new Float64Array(x.length);
+              const half = ropeDim / 2;
+              for (let r = 0; r < rowCount; r++) {
+                for (let h = 0; h < headCount; h++) {
+                  const base = r * width + h * headDim;
+                  for (let i = 0; i < half; i++) {
+                    const angle = positions[r]! * theta ** (-(2 * i) / ropeDim);
+                    const a = style === 'adjacent' ? base + 2 * i : base + i;
+                    const b = style === 'adjacent' ? a + 1 : a + half;
+                    want[a] = x[a]! * Math.cos(angle) - x[b]! * Math.sin(angle);
+                    want[b] = x[a]! * Math.sin(angle) + x[b]! * Math.cos(angle);
+                    bound[a] = bound[b] = 2 * U * Math.max(Math.abs(x[a]!), Math.abs(x[b]!));
+                  }
+                }
+              }
+              const what = `rope ${style} θ=${theta} ${headCount}×${headDim}/${ropeDim}`;
+              assertWithin(got, want, (i) => bound[i]!, what);
+              const alone = x.slice(4 * width, 5 * width);
+              backend.rope(alone, 1, headCount, headDim, ropeDim, positions.subarray(4, 5), theta, style);
+              assertSameBits(alone, got.subarray(4 * width, 5 * width), `${what} row 4 alone`);
+            }
+          }
+        }
+      });
+    });
+
+    test('swiglu matches f64 within 8 ulp over a wide range, element by element', () => {
+      const backend = target.make();
+      const random = new SeededRandom(4);
+      counted(target, backend, 'swiglu', () => {
+        for (const n of [1, 15, 16, 17, 1000]) {
+          const gate = Float32Array.from({ length: n }, () => (random.next() - 0.5) * 60);
+          const up = gaussian(random, n);
+          const got = gate.slice();
+          backend.swiglu(got, up, n);
+          const want = Float64Array.from(gate, (g, i) => (g / (1 + Math.exp(-g))) * up[i]!);
+          assertWithin(got, want, (i) => 8 * U * Math.abs(want[i]!) + 1e-37, `swiglu n=${n}`);
+          if (n > 3) {
+            const tail = gate.slice(3);
+            backend.swiglu(tail, up.subarray(3), n - 3);
+            assertSameBits(tail, got.subarray(3), `swiglu n=${n} from element 3`);
+          }
+        }
+      });
+    });
+
+    test('attention over paged KV (page sizes 1, 7, 16; GQA groups 1, 2, 4) matches f64, each row alone the same bits', () => {
+      const backend = target.make();
+      const random = new SeededRandom(5);
+      counted(target, backend, 'attention', () => {
+        const shapes = [
+          { headCount: 4, kvHeadCount: 4, headDim: 8 },
+          { headCount: 4, kvHeadCount: 2, headDim: 16 },
+          { headCount: 4, kvHeadCount: 1, headDim: 20 },
+          { headCount: 3, kvHeadCount: 1, headDim: 64 },
+        ];
+        for (const pageSize of [1, 7, 16]) {
+          for (const shape of shapes) {
+            const rowCount = 1 + random.nextInt(17);
+            const c = kvCase(random, { ...shape, pageSize, rowCount, kvLengthMax: 200 });
+            const q = gaussian(random, rowCount * shape.headCount * shape.headDim, 1.5);
+            const rows = Array.from({ length: rowCount }, (_, r) => r);
+            const got = attentionOf(backend, q, c, rows);
+            const want = textbookAttention(q, c);
+            const maxV = c.arena.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+            const what = `attention page ${pageSize} heads ${shape.headCount}/${shape.kvHeadCount}×${shape.headDim} rows ${rowCount}`;
+            assertWithin(got, want, () => 2e-5 * maxV, what);
+            const qDim = shape.headCount * shape.headDim;
+            const last = rowCount - 1;
+            assertSameBits(attentionOf(backend, q, c, [last]), got.subarray(last * qDim), `${what}: last row alone`);
+          }
+        }
+      });
+    });
+
+    test('embed of every weight type gives the dequantized rows exactly', () => {
+      const backend = target.make();
+      const random = new SeededRandom(6);
+      counted(target, backend, 'embed', () => {
+        for (const dtype of DTYPES) {
+          for (const inDim of dtype === 'q8_0' ? [32, 96] : [1, 33, 96]) {
+            const w = weightMatrix(random, dtype, inDim, 50);
+            const tokens = Int32Array.from([0, 49, 7, 7, 23]);
+            const got = new Float32Array(tokens.length * inDim);
+            backend.embed(got, tokens, w);
+            const want = new Float32Array(tokens.length * inDim);
+            tokens.forEach((t, r) => {
+              decodeWeights(w.data, w.dtype, t * inDim, inDim, want, r * inDim);
+            });
+            assertSameBits(got, want, `embed ${dtype} ${inDim}`);
+          }
+        }
+      });
+    });
+  });
+}

@@ -1,0 +1,69 @@
+/**
+ * llama.cpp, through node-llama-cpp (CPU only, never downloads or builds), as an independent implementation to compare
+ * against: prompt token ids and next-token log-probabilities at every position.
+ */
+import { getLlama, type Llama, LlamaLogLevel, type LlamaModel, type Token } from 'node-llama-cpp';
+
+let llamaPromise: Promise<Llama> | undefined;
+
+export function llamaCpp(): Promise<Llama> {
+  llamaPromise ??= getLlama({
+    gpu: false,
+    build: 'never',
+    skipDownload: true,
+    logLevel: LlamaLogLevel.error,
+    progressLogs: false,
+  });
+  return llamaPromise;
+}
+
+export async function loadLlamaCppModel(path: string): Promise<LlamaModel> {
+  return (await llamaCpp()).loadModel({ modelPath: path });
+}
+
+/**
+ * log p(next token | tokens[0..i]) for every position i, for the listed candidate tokens, as llama.cpp computes them
+ * (temperature 1, no truncation: the plain softmax of the logits).
+ */
+export async function llamaCppLogprobs(model: LlamaModel, tokens: readonly number[]): Promise<Map<number, number>[]> {
+  const context = await model.createContext({
+    contextSize: Math.max(256, tokens.length + 16),
+    batchSize: 512,
+    threads: 2,
+  });
+  try {
+    const sequence = context.getSequence();
+    const options = { temperature: 1, topK: 0, topP: 1, minP: 0 };
+    const outputs = await sequence.controlledEvaluate(
+      asTokens(tokens).map((t) => [t, { generateNext: { probabilities: true, options } }]),
+    );
+    return outputs.map((o, i) => {
+      const probabilities = o?.next.probabilities;
+      if (probabilities === undefined) throw new Error(`llama.cpp returned no probabilities at position ${i}`);
+      return new Map([...probabilities].map(([token, p]) => [token, Math.log(p)]));
+    });
+  } finally {
+    await context.dispose();
+  }
+}
+
+/** llama.cpp's greedy continuation of `prompt`, `count` tokens long. */
+export async function llamaCppGreedy(model: LlamaModel, prompt: readonly number[], count: number): Promise<number[]> {
+  const context = await model.createContext({ contextSize: Math.max(256, prompt.length + count + 16), threads: 2 });
+  try {
+    const sequence = context.getSequence();
+    const out: number[] = [];
+    for await (const token of sequence.evaluate(asTokens(prompt), { temperature: 0 })) {
+      out.push(token);
+      if (out.length === count) break;
+    }
+    return out;
+  } finally {
+    await context.dispose();
+  }
+}
+
+/** node-llama-cpp brands token ids; ours are plain numbers from the same vocabulary. */
+function asTokens(ids: readonly number[]): Token[] {
+  return ids as Token[];
+}

@@ -1,0 +1,110 @@
+// `kvfence serve` and `kvfence keys` as an operator runs them: the capacity proof at startup, clamping, key files.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { CLI_PATH, runCli } from '../helpers/cli.js';
+import { testModelFile } from '../helpers/models.js';
+import { tempDirectory } from '../helpers/temp.js';
+import { SERVING_MODEL } from './serve-helpers.js';
+
+const dir = tempDirectory('kvfence-cli-serve-');
+const model = testModelFile(SERVING_MODEL);
+const children: ReturnType<typeof spawn>[] = [];
+after(() => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+/** Starts `kvfence serve`, resolves with its URL and everything it printed once it listens. */
+function serve(args: readonly string[]): Promise<{ url: string; output: string; stop: () => Promise<number | null> }> {
+  const child = spawn(process.execPath, [CLI_PATH, 'serve', '--port', '0', '--log-level', 'silent', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start within 30 s:\n${output}`)), 30_000);
+    const read = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /on (http:\/\/\S+)\n/.exec(output);
+      if (match === null) return;
+      clearTimeout(timer);
+      const stop = () =>
+        new Promise<number | null>((done) => {
+          child.once('exit', (code) => done(code));
+          child.kill('SIGTERM');
+        });
+      resolve({ url: match[1]!, output, stop });
+    };
+    child.stdout.on('data', read);
+    child.stderr.on('data', read);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited with ${code}:\n${output}`));
+    });
+  });
+}
+
+test('serve refuses to start when the context does not fit the pool, printing both numbers', () => {
+  const r = runCli([
+    'serve',
+    '--model',
+    model,
+    '--kv-pages',
+    '4',
+    '--port',
+    '0',
+    '--incidents-db',
+    join(dir, 'a.sqlite'),
+  ]);
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /256 tokens needs 16 KV pages of 16 tokens, but the KV pool of 4 pages holds only 64 tokens/);
+});
+
+test('keys add + serve --api-keys --clamp-context: the key works, others get 401, /v1/models shows the clamped context', async () => {
+  const keyFile = join(dir, 'keys.json');
+  const added = runCli(['keys', 'add', '--tenant', 'acme', '--file', keyFile]);
+  assert.equal(added.status, 0, added.stderr);
+  const key = added.stdout.trim();
+  assert.ok(!readFileSync(keyFile, 'utf8').includes(key), 'the file holds no plaintext key');
+  const hashed = runCli(['keys', 'hash', '--tenant', 'acme', '--key', key]);
+  assert.deepEqual(JSON.parse(readFileSync(keyFile, 'utf8')).keys, [JSON.parse(hashed.stdout)]);
+
+  const server = await serve([
+    '--model',
+    model,
+    '--served-model-name',
+    'tiny',
+    '--kv-pages',
+    '4',
+    '--clamp-context',
+    '--api-keys',
+    keyFile,
+    '--incidents-db',
+    join(dir, 'b.sqlite'),
+  ]);
+  assert.match(server.output, /CLAMPED from 256 to 64 tokens/);
+  const get = (auth: string) =>
+    fetch(`${server.url}/v1/models`, { headers: { authorization: auth }, signal: AbortSignal.timeout(10_000) });
+  const models = (await (await get(`Bearer ${key}`)).json()) as { data: { id: string; max_model_len: number }[] };
+  assert.deepEqual(
+    models.data.map((m) => [m.id, m.max_model_len]),
+    [['tiny', 64]],
+  );
+  assert.equal((await get('Bearer wrong-key-0123456789')).status, 401);
+  assert.equal(await server.stop(), 0);
+});
+
+test('serve without keys announces the single-tenant dev mode', async () => {
+  const server = await serve(['--model', model, '--kv-pages', '32', '--incidents-db', join(dir, 'c.sqlite')]);
+  assert.match(server.output, /DEV MODE/);
+  const r = await fetch(`${server.url}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'kvfence-test-tiny-llama-f32-s7', prompt: 'hi', max_tokens: 3 }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  assert.equal(r.status, 200);
+  assert.equal(await server.stop(), 0);
+});

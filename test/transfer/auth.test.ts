@@ -1,0 +1,135 @@
+/**
+ * Peer authentication (DESIGN I10) over TCP: a stranger, a peer that skips the handshake, a replay of an earlier
+ * session's bytes and a tampered frame all write no page, and are refused before any frame reaches the receiver.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { connect } from 'node:net';
+import { before, test } from 'node:test';
+import type { ByteStream } from '../../src/transfer/byte-stream.js';
+import { systemClock } from '../../src/transfer/clock.js';
+import { withByteFaults } from '../../src/transfer/fault-injection.js';
+import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
+import { TcpTransport } from '../../src/transfer/tcp-transport.js';
+import { TransferError } from '../../src/transfer/transfer-error.js';
+import type { TransportOptions } from '../../src/transfer/transport.js';
+import { makeWorld, PAGE_SIZE_TOKENS, SECRET, startTransfer, type World } from './harness.js';
+
+let checksum: PageChecksum;
+before(async () => {
+  checksum = await createPageChecksum();
+});
+
+function tcp(options: Partial<TransportOptions> = {}): TcpTransport {
+  return new TcpTransport({ secret: SECRET, clock: systemClock, handshakeTimeoutMs: 500, ...options });
+}
+
+async function world(refused: Error[]): Promise<World> {
+  return makeWorld(tcp({ onRefused: (e) => refused.push(e) }), checksum, { address: '127.0.0.1:0' });
+}
+
+/** Writes raw bytes to the listener and resolves when the server has closed the connection. */
+function rawSession(address: string, bytes: Uint8Array): Promise<void> {
+  const [host, port] = address.split(':') as [string, string];
+  return new Promise((resolve) => {
+    const socket = connect({ host, port: Number(port) }, () => socket.write(bytes));
+    socket.on('data', () => {});
+    socket.on('error', () => {});
+    socket.on('close', () => resolve());
+  });
+}
+
+function expectIdle(w: World) {
+  const sink = w.pool.reserve(2);
+  const handle = w.receiver.expect({
+    request: 'req-live',
+    tenant: 'tenant-a',
+    epoch: 1,
+    tokenCount: 2 * PAGE_SIZE_TOKENS,
+    pageSizeTokens: PAGE_SIZE_TOKENS,
+    sink,
+    deadlineMs: 10_000,
+  });
+  return { sink, handle };
+}
+
+test('a peer with the wrong secret is refused and writes no page', async () => {
+  const refused: Error[] = [];
+  const w = await world(refused);
+  const live = expectIdle(w);
+  const stranger = tcp({ secret: new Uint8Array(randomBytes(32)) });
+  await assert.rejects(
+    stranger.connect(w.listener.address),
+    (e) => e instanceof TransferError && e.reason === 'auth_failed',
+  );
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(refused.length, 1);
+  assert.equal(w.receiver.connectionCount, 0);
+  assert.deepEqual(live.sink.writes, []);
+  assert.equal(live.handle.state, 'AWAIT_HELLO');
+  await w.close();
+});
+
+test('a peer that skips the handshake is refused', async () => {
+  const refused: Error[] = [];
+  const w = await world(refused);
+  const live = expectIdle(w);
+  // a would-be sealed frame straight away: not a handshake message
+  await rawSession(w.listener.address, new Uint8Array(randomBytes(4096)));
+  assert.equal(refused.length, 1);
+  assert.ok(refused[0] instanceof TransferError && refused[0].reason === 'auth_failed');
+  // and one that says nothing: the handshake timeout closes it
+  await rawSession(w.listener.address, new Uint8Array(0));
+  assert.equal(refused.length, 2);
+  assert.deepEqual(live.sink.writes, []);
+  await w.close();
+});
+
+test("a replay of an earlier session's bytes is refused and writes no page", async () => {
+  const refused: Error[] = [];
+  const w = await world(refused);
+  const recorded: Uint8Array[] = [];
+  const recording = tcp({
+    wrapConnectStream: (s: ByteStream) => ({
+      ...s,
+      get closed() {
+        return s.closed;
+      },
+      setHandlers: (h) => s.setHandlers(h),
+      end: () => s.end(),
+      destroy: (e) => s.destroy(e),
+      write(chunks) {
+        recorded.push(Buffer.concat(chunks));
+        return s.write(chunks);
+      },
+    }),
+  });
+  const first = startTransfer(w, checksum, 'req-live', 8, (c) => c, { transport: recording });
+  await first.sent;
+  first.sink.close();
+  // the same request id is reserved again (a retry); the old session's bytes must not feed it
+  const live = expectIdle(w);
+  await rawSession(w.listener.address, Buffer.concat(recorded));
+  assert.equal(refused.length, 1);
+  assert.ok(refused[0] instanceof TransferError && refused[0].reason === 'auth_failed');
+  assert.deepEqual(live.sink.writes, []);
+  assert.equal(live.handle.state, 'AWAIT_HELLO');
+  live.handle.cancel('test over');
+  assert.equal((await live.handle.outcome).state, 'CANCELLED');
+  w.pool.checkClean();
+  await w.close();
+});
+
+test('a tampered frame fails its MAC: the transfer fails, nothing after it is written', async () => {
+  const w = await world([]);
+  // byte 74 + 90 + 100 lies inside the first PAGE frame
+  const tampering = tcp({ wrapConnectStream: (s) => withByteFaults(s, { corruptByteAt: 74 + 90 + 100 }) });
+  const t = startTransfer(w, checksum, 'req-t', 16, (c) => c, { transport: tampering });
+  await assert.rejects(t.sent, TransferError);
+  const outcome = await t.outcome;
+  assert.ok(outcome.state === 'FAILED' && outcome.error.reason === 'mac_invalid', outcome.state);
+  assert.deepEqual(t.sink.writes, []);
+  assert.ok(t.sink.released);
+  w.pool.checkClean();
+  await w.close();
+});

@@ -1,0 +1,8 @@
+import { systemClock } from '../../src/transfer/clock.js';
+import { TcpTransport } from '../../src/transfer/tcp-transport.js';
+import { transportConformance } from './transport-conformance.js';
+
+transportConformance('tcp', {
+  make: (options) => new TcpTransport({ ...options, clock: systemClock, handshakeTimeoutMs: 2_000 }),
+  address: '127.0.0.1:0',
+});
