@@ -73,7 +73,13 @@ export async function runContextBoundary(ctx: AuditContext, context: number | un
   };
 
   const a = await measure(8);
-  const b = await measure(40);
+  // The second probe is 32 words longer, or shorter when that already exceeds a small context (a 4xx).
+  let span = 32;
+  let b = await measure(8 + span);
+  while (a.tokens !== undefined && b.tokens === undefined && isClientError(b.record) && span > 8) {
+    span /= 2;
+    b = await measure(8 + span);
+  }
   if (a.tokens === undefined || b.tokens === undefined) {
     result.notes.push(
       `cannot count prompt tokens: small probes answered ${a.record.status}/${b.record.status} without ` +
@@ -81,7 +87,7 @@ export async function runContextBoundary(ctx: AuditContext, context: number | un
     );
     return settle(result, true);
   }
-  const perWord = (b.tokens - a.tokens) / 32;
+  const perWord = (b.tokens - a.tokens) / span;
   if (!(perWord > 0)) {
     result.notes.push(`the prompt token count does not grow with the prompt (${a.tokens}, ${b.tokens})`);
     return settle(result, true);
@@ -151,6 +157,10 @@ async function homeIn(
     words = Math.max(1, words + (step === 0 ? (tokens > target ? -1 : 1) : step));
   }
   return best !== undefined && target - best.promptTokens <= 64 ? best : undefined;
+}
+
+function isClientError(record: CallRecord): boolean {
+  return record.status >= 400 && record.status < 500 && !isBusy(record);
 }
 
 /** Judges one boundary request; returns true when it was inconclusive (busy). */

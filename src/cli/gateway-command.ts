@@ -61,7 +61,10 @@ export interface RunningGateway {
   close(): Promise<void>;
 }
 
-export async function startGateway(config: GatewayConfig, announce: (line: string) => void = () => {}): Promise<RunningGateway> {
+export async function startGateway(
+  config: GatewayConfig,
+  announce: (line: string) => void = () => {},
+): Promise<RunningGateway> {
   const model = loadModel(config.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL));
   const c = model.config;
   const tenants = new TenantDirectory(config.apiKeysPath === undefined ? undefined : loadKeyFile(config.apiKeysPath));
@@ -99,7 +102,9 @@ export async function startGateway(config: GatewayConfig, announce: (line: strin
   });
   const address = await gateway.app.listen({ host: config.host, port: config.port });
   if (tenants.devMode)
-    announce('kvfence: DEV MODE: no --api-keys given: single tenant "dev", no authentication. Do not expose this port.');
+    announce(
+      'kvfence: DEV MODE: no --api-keys given: single tenant "dev", no authentication. Do not expose this port.',
+    );
   else announce(`kvfence: ${tenants.tenants().length} tenants from ${config.apiKeysPath}`);
   announce(`kvfence: gateway over ${config.prefill.length} prefill and ${config.decode.length} decode workers`);
   announce(`kvfence: serving model "${served.id}" (context ${dispatcher.provenContext}) on ${address}`);
@@ -162,7 +167,12 @@ export async function startDisaggregatedServer(
     return {
       name,
       role,
-      args: [...config.workerArgs, '--incidents-db', config.incidentsDb.replace(/(\.sqlite)?$/, `-${name}.sqlite`), ...(extra ?? [])],
+      args: [
+        ...config.workerArgs,
+        '--incidents-db',
+        config.incidentsDb.replace(/(\.sqlite)?$/, `-${name}.sqlite`),
+        ...(extra ?? []),
+      ],
       ...(env !== undefined ? { env } : {}),
     };
   };
@@ -177,7 +187,9 @@ export async function startDisaggregatedServer(
       ...(ready[i]!.transfer !== undefined ? { transfer: ready[i]!.transfer } : {}),
     }));
     for (const w of workers)
-      announce(`kvfence: ${w.role} worker ${w.name}: control ${w.control}${w.transfer !== undefined ? `, KV transfers ${w.transfer}` : ''}`);
+      announce(
+        `kvfence: ${w.role} worker ${w.name}: control ${w.control}${w.transfer !== undefined ? `, KV transfers ${w.transfer}` : ''}`,
+      );
     const { secret } = loadClusterSecret(undefined, { [CLUSTER_SECRET_ENV]: secretText });
     const gateway = await startGateway(
       {
@@ -220,9 +232,15 @@ interface GatewayCliOptions {
 }
 
 function addressList(flag: string, text: string): string[] {
-  const list = text.split(',').map((a) => a.trim()).filter((a) => a !== '');
+  const list = text
+    .split(',')
+    .map((a) => a.trim())
+    .filter((a) => a !== '');
   if (list.length === 0 || list.length > LIMITS.workerCountMax)
-    throw new KvfenceError('invalid_argument', `${flag} takes 1 to ${LIMITS.workerCountMax} host:port addresses, comma-separated`);
+    throw new KvfenceError(
+      'invalid_argument',
+      `${flag} takes 1 to ${LIMITS.workerCountMax} host:port addresses, comma-separated`,
+    );
   for (const a of list) {
     if (!/^[^\s]+:\d{1,5}$/.test(a)) throw new KvfenceError('invalid_argument', `${flag}: "${a}" is not host:port`);
   }
@@ -242,9 +260,23 @@ export function addGatewayCommand(program: Command): void {
     .option('--host <host>', 'address to listen on', GATEWAY_DEFAULTS.host)
     .option('--port <n>', 'port (0: pick a free one)', int(0, 65535), GATEWAY_DEFAULTS.port)
     .option('--api-keys <file>', 'key file of tenants and key hashes; without it: single-tenant dev mode')
-    .option('--max-context <tokens>', 'advertise at most this context (default: what the workers prove)', int(2, LIMITS.contextTokensMax))
-    .option('--request-timeout-ms <ms>', 'longest a request may take in all', int(1, LIMITS.queueTimeoutMsMax), GATEWAY_DEFAULTS.requestTimeoutMs)
-    .option('--connect-timeout-ms <ms>', 'longest wait for every worker at startup', int(1, LIMITS.queueTimeoutMsMax), GATEWAY_DEFAULTS.connectTimeoutMs)
+    .option(
+      '--max-context <tokens>',
+      'advertise at most this context (default: what the workers prove)',
+      int(2, LIMITS.contextTokensMax),
+    )
+    .option(
+      '--request-timeout-ms <ms>',
+      'longest a request may take in all',
+      int(1, LIMITS.queueTimeoutMsMax),
+      GATEWAY_DEFAULTS.requestTimeoutMs,
+    )
+    .option(
+      '--connect-timeout-ms <ms>',
+      'longest wait for every worker at startup',
+      int(1, LIMITS.queueTimeoutMsMax),
+      GATEWAY_DEFAULTS.connectTimeoutMs,
+    )
     .option('--log-level <level>', 'info, warn, error or silent', 'info')
     .action(async (o: GatewayCliOptions) => {
       if (!['info', 'warn', 'error', 'silent', 'debug'].includes(o.logLevel))

@@ -50,7 +50,8 @@ export function addGenerateCommand(program: Command): void {
 function promptTokens(model: LoadedModel, o: GenerateCliOptions): number[] {
   const { tokenizer } = model;
   if (o.chat !== true) return tokenizer.encode(o.prompt, { addSpecial: true });
-  if (model.chatTemplate === undefined) throw new KvfenceError('invalid_request_error', `${model.path} has no chat template; drop --chat`);
+  if (model.chatTemplate === undefined)
+    throw new KvfenceError('invalid_request_error', `${model.path} has no chat template; drop --chat`);
   const text = renderChatTemplate(model.chatTemplate, [{ role: 'user', content: o.prompt }], {
     addGenerationPrompt: true,
     bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : '',
@@ -64,7 +65,10 @@ function runGenerate(o: GenerateCliOptions): void {
   const prompt = promptTokens(model, o);
   const c = model.config;
   const layout = makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, o.pageSize);
-  const pool = new PagePool(layout, Math.max(1, pagesForTokens(layout, Math.min(prompt.length + o.tokens, c.contextLength))));
+  const pool = new PagePool(
+    layout,
+    Math.max(1, pagesForTokens(layout, Math.min(prompt.length + o.tokens, c.contextLength))),
+  );
   const backend = selectBackend(o.backend, (line) => process.stderr.write(`${line}\n`));
   const forward = new ForwardPass(model, backend, pool);
   const decoder = new TextDecoder('utf-8');
@@ -73,7 +77,12 @@ function runGenerate(o: GenerateCliOptions): void {
     sampling: o.temperature === 0 ? GREEDY : { temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed },
     prefillChunkTokens: o.chunk,
     isStopToken: (id) => model.tokenizer.isEndOfGeneration(id),
-    ...(o.json === true ? {} : { onToken: (id: number) => process.stdout.write(decoder.decode(model.tokenizer.decodeBytes([id]), { stream: true })) }),
+    ...(o.json === true
+      ? {}
+      : {
+          onToken: (id: number) =>
+            process.stdout.write(decoder.decode(model.tokenizer.decodeBytes([id]), { stream: true })),
+        }),
   });
   const prefillTokensPerSecond = prompt.length / (result.prefillMs / 1000);
   const decodeTokensPerSecond = result.tokens.length > 1 ? (result.tokens.length - 1) / (result.decodeMs / 1000) : 0;

@@ -2,8 +2,8 @@
 /** The `kvfence` command. */
 import { Command, CommanderError } from 'commander';
 import { addAuditCommand } from './audit-command.js';
-import { reportFailure } from './errors.js';
 import { addDecodeCommand } from './decode-command.js';
+import { reportFailure } from './errors.js';
 import { addGatewayCommand } from './gateway-command.js';
 import { addGenerateCommand } from './generate-command.js';
 import { addKeysCommand } from './keys-command.js';

@@ -81,14 +81,48 @@ export function addWorkerCommand(program: Command, role: WorkerRole): void {
     .option('--cluster-secret-file <file>', 'file holding the cluster secret (else $KVFENCE_CLUSTER_SECRET)')
     .option('--kv-pages <n>', 'KV pool size in pages', int(1, LIMITS.kvPagesMax))
     .option('--kv-memory <size>', `KV pool size in bytes (default ${SERVE_DEFAULTS.kvMemory}; --kv-pages wins)`)
-    .option('--page-size <tokens>', 'tokens per KV page (the same on every node)', int(1, LIMITS.pageSizeTokensMax), SERVE_DEFAULTS.pageSize)
-    .option('--max-context <tokens>', "prove at most this context (default: the model's)", int(2, LIMITS.contextTokensMax))
+    .option(
+      '--page-size <tokens>',
+      'tokens per KV page (the same on every node)',
+      int(1, LIMITS.pageSizeTokensMax),
+      SERVE_DEFAULTS.pageSize,
+    )
+    .option(
+      '--max-context <tokens>',
+      "prove at most this context (default: the model's)",
+      int(2, LIMITS.contextTokensMax),
+    )
     .option('--clamp-context', 'prove the context that fits the pool instead of refusing to start')
-    .option('--max-running <n>', 'requests in progress at most', int(1, LIMITS.runningSequencesMax), SERVE_DEFAULTS.runningMax)
-    .option('--max-waiting <n>', 'requests waiting for pages at most', int(0, LIMITS.waitingRequestsMax), SERVE_DEFAULTS.waitingMax)
-    .option('--queue-timeout-ms <ms>', 'longest wait for pages (then 503)', int(1, LIMITS.queueTimeoutMsMax), SERVE_DEFAULTS.queueTimeoutMs)
-    .option('--prefill-chunk <tokens>', 'prompt tokens of one sequence per step', int(1, LIMITS.stepTokensMax), SERVE_DEFAULTS.prefillChunk)
-    .option('--step-tokens <tokens>', 'tokens of all sequences per step', int(1, LIMITS.stepTokensMax), SERVE_DEFAULTS.stepTokens)
+    .option(
+      '--max-running <n>',
+      'requests in progress at most',
+      int(1, LIMITS.runningSequencesMax),
+      SERVE_DEFAULTS.runningMax,
+    )
+    .option(
+      '--max-waiting <n>',
+      'requests waiting for pages at most',
+      int(0, LIMITS.waitingRequestsMax),
+      SERVE_DEFAULTS.waitingMax,
+    )
+    .option(
+      '--queue-timeout-ms <ms>',
+      'longest wait for pages (then 503)',
+      int(1, LIMITS.queueTimeoutMsMax),
+      SERVE_DEFAULTS.queueTimeoutMs,
+    )
+    .option(
+      '--prefill-chunk <tokens>',
+      'prompt tokens of one sequence per step',
+      int(1, LIMITS.stepTokensMax),
+      SERVE_DEFAULTS.prefillChunk,
+    )
+    .option(
+      '--step-tokens <tokens>',
+      'tokens of all sequences per step',
+      int(1, LIMITS.stepTokensMax),
+      SERVE_DEFAULTS.stepTokens,
+    )
     .option(
       '--tenant-max-concurrent <n>',
       'per-tenant requests in flight here',
@@ -108,12 +142,18 @@ export function addWorkerCommand(program: Command, role: WorkerRole): void {
       int(1, LIMITS.transferTimeoutMsMax),
       WORKER_DEFAULTS.idleTimeoutMs,
     )
-    .option('--incidents-db <path>', 'SQLite file of isolation incidents (default: $XDG_STATE_HOME/kvfence/incidents.sqlite)')
+    .option(
+      '--incidents-db <path>',
+      'SQLite file of isolation incidents (default: $XDG_STATE_HOME/kvfence/incidents.sqlite)',
+    )
     .option('--log-level <level>', 'info, warn, error or silent', 'info');
   if (role === 'decode') {
     command
       .option('--transfer-listen <host:port>', `KV transfer address (default ${WORKER_DEFAULTS.decodeTransfer})`)
-      .option('--transfer-advertise <host:port>', 'the transfer address prefill workers are told (default: --transfer-listen)');
+      .option(
+        '--transfer-advertise <host:port>',
+        'the transfer address prefill workers are told (default: --transfer-listen)',
+      );
   }
   command.action(async (o: WorkerCliOptions) => {
     const worker = await runWorker(role, o, (line) => process.stdout.write(`${line}\n`));
@@ -130,7 +170,11 @@ export function addWorkerCommand(program: Command, role: WorkerRole): void {
   });
 }
 
-export async function runWorker(role: WorkerRole, o: WorkerCliOptions, announce: (line: string) => void): Promise<RunningWorker> {
+export async function runWorker(
+  role: WorkerRole,
+  o: WorkerCliOptions,
+  announce: (line: string) => void,
+): Promise<RunningWorker> {
   if (!['info', 'warn', 'error', 'silent', 'debug'].includes(o.logLevel))
     throw new KvfenceError('invalid_argument', `unknown log level ${o.logLevel}`);
   const { secret, warning } = loadClusterSecret(o.clusterSecretFile, process.env);
@@ -161,7 +205,8 @@ export async function runWorker(role: WorkerRole, o: WorkerCliOptions, announce:
       stepTokenBudget: o.stepTokens,
       tenantConcurrentMax: o.tenantMaxConcurrent,
       tenantKvPagesMax: o.tenantKvPages ?? pageCount,
-      controlListen: o.controlListen ?? (role === 'prefill' ? WORKER_DEFAULTS.prefillControl : WORKER_DEFAULTS.decodeControl),
+      controlListen:
+        o.controlListen ?? (role === 'prefill' ? WORKER_DEFAULTS.prefillControl : WORKER_DEFAULTS.decodeControl),
       ...(role === 'decode' ? { transferListen: o.transferListen ?? WORKER_DEFAULTS.decodeTransfer } : {}),
       ...(o.transferAdvertise !== undefined ? { transferAdvertise: o.transferAdvertise } : {}),
       transferTimeoutMs: o.transferTimeoutMs,
@@ -176,9 +221,12 @@ export async function runWorker(role: WorkerRole, o: WorkerCliOptions, announce:
     incidents.close();
     throw error;
   }
-  announce(`kvfence: ${role} worker ${name}: KV pool ${pageCount} pages × ${o.pageSize} tokens; ${worker.capacity.summary}`);
+  announce(
+    `kvfence: ${role} worker ${name}: KV pool ${pageCount} pages × ${o.pageSize} tokens; ${worker.capacity.summary}`,
+  );
   announce(`kvfence: ${role} worker ${name}: control on ${worker.controlAddress}`);
-  if (worker.transferAddress !== undefined) announce(`kvfence: ${role} worker ${name}: KV transfers on ${worker.transferAddress}`);
+  if (worker.transferAddress !== undefined)
+    announce(`kvfence: ${role} worker ${name}: KV transfers on ${worker.transferAddress}`);
   return {
     ...worker,
     close: async () => {

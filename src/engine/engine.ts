@@ -25,6 +25,14 @@ export interface EngineStats {
   tenants: Map<string, { requests: number; pages: number }>;
 }
 
+/** Mutation self-test hook: see test/mutants/. Seeded faults, each off unless a test entry point sets it. */
+export interface EngineMutants {
+  /** (b): a cancel frees the request's pages but leaves it in the batch, still writing through its old table */
+  cancelLeavesRunning?: boolean;
+  /** (e): a failed or aborted request ends as finished ('length') with what it generated so far */
+  abortAsSuccess?: boolean;
+}
+
 /** What a decode worker hands the engine once a transfer committed (see `Engine.adoptTransferred`). */
 export interface TransferredSequence {
   request: GenerationRequest;
@@ -46,6 +54,8 @@ export class Engine {
   constructor(
     readonly config: EngineConfig,
     private readonly forward: ForwardPass,
+    /** mutation self-test hook: see test/mutants/ (no production caller passes it) */
+    private readonly mutants: EngineMutants = {},
   ) {
     validateEngineConfig(config);
     this.pool = forward.pool;
@@ -116,7 +126,10 @@ export class Engine {
     assert(!this.find(request.id), `request id ${request.id} is already in use`);
     assert(table.writtenTokens === request.promptTokens.length, 'the transferred table holds exactly the prompt');
     assert(table.pages.length === need, 'the transferred table holds every page the request needs');
-    assert(request.maxTokens > 1 && !this.config.isStopToken(first), 'a request that ends at its first token is not adopted');
+    assert(
+      request.maxTokens > 1 && !this.config.isStopToken(first),
+      'a request that ends at its first token is not adopted',
+    );
     if (this.running.length >= this.config.runningMax) {
       throw new KvfenceError('server_overloaded', `the running batch is full (${this.config.runningMax} sequences)`);
     }
@@ -136,6 +149,10 @@ export class Engine {
   cancel(requestId: string): boolean {
     const seq = this.find(requestId);
     if (seq === undefined) return false;
+    if (this.mutants.cancelLeavesRunning === true && seq.state !== 'waiting' && seq.reservation !== undefined) {
+      this.pool.release(seq.reservation); // mutation self-test hook: see test/mutants/
+      return true;
+    }
     this.remove(seq);
     return true;
   }
@@ -268,6 +285,10 @@ export class Engine {
   }
 
   private fail(seq: Sequence, error: KvfenceError, events: EngineEvent[]): void {
+    if (this.mutants.abortAsSuccess === true) {
+      this.finish(seq, 'length', events); // mutation self-test hook: see test/mutants/
+      return;
+    }
     this.remove(seq);
     events.push({ kind: 'end', request: seq.id, end: { kind: 'failed', error } });
   }

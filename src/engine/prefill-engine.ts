@@ -71,8 +71,9 @@ export class PrefillEngine {
     return this.waiting.length > 0 || this.running.length > 0;
   }
 
-  get inFlight(): number {
-    return this.waiting.length + this.running.length;
+  /** requests waiting for pages */
+  get waitingCount(): number {
+    return this.waiting.length;
   }
 
   /** Queues a prompt, or throws a KvfenceError with nothing reserved (400 context, 503 full or never fits). */
@@ -124,7 +125,11 @@ export class PrefillEngine {
   step(nowMs: number): PrefillEvent[] {
     const events: PrefillEvent[] = [];
     for (const seq of this.waiting.filter((s) => nowMs >= s.deadlineMs)) {
-      this.fail(seq, new KvfenceError('server_overloaded', 'no prefill KV pages became free in time; retry later'), events);
+      this.fail(
+        seq,
+        new KvfenceError('server_overloaded', 'no prefill KV pages became free in time; retry later'),
+        events,
+      );
     }
     this.admit();
     const planned = this.plan();
@@ -195,7 +200,10 @@ export class PrefillEngine {
       const count = Math.min(this.config.prefillChunkTokens, prompt.length - start, budget);
       assert(count > 0, 'a prefilling sequence has prompt left');
       const last = start + count === prompt.length;
-      planned.push({ seq, input: { table, tokens: prompt.slice(start, start + count), logits: last ? 'last' : 'none' } as const });
+      planned.push({
+        seq,
+        input: { table, tokens: prompt.slice(start, start + count), logits: last ? 'last' : 'none' } as const,
+      });
       budget -= count;
     }
     return planned;

@@ -27,6 +27,14 @@ export interface GatewayContext {
   /** the longest a request may take in all (waiting + generating) */
   requestTimeoutMs: number;
   retryAfterS: number;
+  /** mutation self-test hook: see test/mutants/ (no production caller sets it) */
+  mutants?: GatewayMutants;
+}
+
+/** Mutation self-test hook: see test/mutants/. Seeded faults, each off unless a test entry point sets it. */
+export interface GatewayMutants {
+  /** (a), the incident: a request over the context is served with a 1-token placeholder prompt instead of a 400 */
+  oversizePlaceholder?: boolean;
 }
 
 export class CompletionRun {
@@ -82,9 +90,14 @@ export class CompletionRun {
     const { parsed, ctx } = this;
     if (parsed.model !== ctx.model.id)
       throw new KvfenceError('model_not_found', `The model '${parsed.model}' does not exist`, 'model');
-    const prompt = promptTokens(ctx.model, parsed.prompt);
+    let prompt = promptTokens(ctx.model, parsed.prompt);
     const context = ctx.worker.provenContext;
-    const maxTokens = parsed.maxTokens ?? context - prompt.length;
+    let maxTokens = parsed.maxTokens ?? context - prompt.length;
+    if (ctx.mutants?.oversizePlaceholder === true && prompt.length + Math.max(maxTokens, 1) > context) {
+      // mutation self-test hook: see test/mutants/
+      prompt = prompt.slice(-1);
+      maxTokens = Math.min(Math.max(maxTokens, 1), context - 1);
+    }
     // I2: what can never fit is rejected here, before any reservation.
     if (maxTokens < 1 || prompt.length + maxTokens > context) {
       throw new KvfenceError(

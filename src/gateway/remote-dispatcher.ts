@@ -63,7 +63,10 @@ export class RemoteDispatcher implements InferenceWorker {
 
   constructor(private readonly options: RemoteDispatcherOptions) {
     if (options.prefill.length < 1 || options.decode.length < 1)
-      throw new KvfenceError('invalid_argument', 'a disaggregated gateway needs at least one prefill and one decode worker');
+      throw new KvfenceError(
+        'invalid_argument',
+        'a disaggregated gateway needs at least one prefill and one decode worker',
+      );
     if (options.prefill.length + options.decode.length > LIMITS.workerCountMax)
       throw new KvfenceError('invalid_argument', `at most ${LIMITS.workerCountMax} workers`);
     const link = (address: string) =>
@@ -90,7 +93,8 @@ export class RemoteDispatcher implements InferenceWorker {
   }
 
   get provenContext(): number {
-    if (this.advertised === undefined) throw new KvfenceError('worker_unavailable', 'the workers have not connected yet');
+    if (this.advertised === undefined)
+      throw new KvfenceError('worker_unavailable', 'the workers have not connected yet');
     return this.advertised;
   }
 
@@ -99,7 +103,8 @@ export class RemoteDispatcher implements InferenceWorker {
     if (this.flights.size >= LIMITS.controlRequestsInFlightMax)
       throw new KvfenceError('server_overloaded', 'too many requests in flight; retry later');
     const decode = leastLoaded(this.decodes);
-    if (decode === undefined) throw new KvfenceError('worker_unavailable', 'no decode worker is available; retry later');
+    if (decode === undefined)
+      throw new KvfenceError('worker_unavailable', 'no decode worker is available; retry later');
     if (leastLoaded(this.prefills) === undefined)
       throw new KvfenceError('worker_unavailable', 'no prefill worker is available; retry later');
     const flight: Flight = { request, sink, decode, prefill: undefined, prefillDone: false, held: undefined };
@@ -115,7 +120,8 @@ export class RemoteDispatcher implements InferenceWorker {
     if (flight === undefined) return;
     this.forget(flight);
     flight.decode.send({ type: 'cancel', request: requestId });
-    if (flight.prefill !== undefined && !flight.prefillDone) flight.prefill.send({ type: 'cancel', request: requestId });
+    if (flight.prefill !== undefined && !flight.prefillDone)
+      flight.prefill.send({ type: 'cancel', request: requestId });
   }
 
   stats(): WorkerStats {
@@ -157,7 +163,10 @@ export class RemoteDispatcher implements InferenceWorker {
       pagesFree: l.up ? l.lastStats?.pagesFree : undefined,
       pagesTotal: l.lastStats?.pagesTotal,
     });
-    return [...this.prefills.map((l, i) => status(l, 'prefill', i)), ...this.decodes.map((l, i) => status(l, 'decode', i))];
+    return [
+      ...this.prefills.map((l, i) => status(l, 'prefill', i)),
+      ...this.decodes.map((l, i) => status(l, 'decode', i)),
+    ];
   }
 
   /** Fresh pool stats of every worker; undefined for one that is down. */
@@ -172,20 +181,29 @@ export class RemoteDispatcher implements InferenceWorker {
   async close(): Promise<void> {
     for (const flight of [...this.flights.values()]) {
       this.cancel(flight.request.id);
-      flight.sink.onEnd({ kind: 'failed', error: new KvfenceError('worker_unavailable', 'the gateway is shutting down') });
+      flight.sink.onEnd({
+        kind: 'failed',
+        error: new KvfenceError('worker_unavailable', 'the gateway is shutting down'),
+      });
     }
     for (const l of [...this.prefills, ...this.decodes]) l.close();
   }
 
   private acceptHello(hello: WorkerHello): string | undefined {
     const m = this.options.model;
-    if (hello.modelName !== m.modelName || hello.vocabSize !== m.vocabSize || hello.layerCount !== m.layerCount || hello.kvDim !== m.kvDim)
+    if (
+      hello.modelName !== m.modelName ||
+      hello.vocabSize !== m.vocabSize ||
+      hello.layerCount !== m.layerCount ||
+      hello.kvDim !== m.kvDim
+    )
       return `worker ${hello.name} serves another model (${hello.modelName})`;
     if (this.pageSize !== undefined && hello.pageSize !== this.pageSize)
       return `worker ${hello.name} has KV pages of ${hello.pageSize} tokens, the cluster ${this.pageSize}`;
     if (this.advertised !== undefined && hello.provenContext < this.advertised)
       return `worker ${hello.name} proves a context of ${hello.provenContext} tokens, below the advertised ${this.advertised}`;
-    if (hello.role === 'decode' && hello.transferAddress === undefined) return `decode worker ${hello.name} gave no transfer address`;
+    if (hello.role === 'decode' && hello.transferAddress === undefined)
+      return `decode worker ${hello.name} gave no transfer address`;
     this.pageSize = hello.pageSize;
     return undefined;
   }
@@ -202,12 +220,19 @@ export class RemoteDispatcher implements InferenceWorker {
     const fromPrefill = link === flight.prefill;
     switch (message.type) {
       case 'reserved': {
-        if (!fromDecode || flight.prefill !== undefined) return this.end(flight, protocolError(link, message.type));
+        if (!fromDecode || flight.prefill !== undefined) {
+          this.end(flight, protocolError(link, message.type));
+          return;
+        }
         const prefill = leastLoaded(this.prefills);
         const decodeAddress = flight.decode.hello?.transferAddress;
         if (prefill === undefined || decodeAddress === undefined) {
           flight.decode.send({ type: 'cancel', request: flight.request.id });
-          return this.end(flight, { kind: 'failed', error: new KvfenceError('worker_unavailable', 'no prefill worker is available; retry later') });
+          this.end(flight, {
+            kind: 'failed',
+            error: new KvfenceError('worker_unavailable', 'no prefill worker is available; retry later'),
+          });
+          return;
         }
         flight.prefill = prefill;
         prefill.inFlight++;
@@ -218,36 +243,67 @@ export class RemoteDispatcher implements InferenceWorker {
         return;
       }
       case 'token':
-        if (!fromDecode) return this.end(flight, protocolError(link, message.type));
+        if (!fromDecode) {
+          this.end(flight, protocolError(link, message.type));
+          return;
+        }
         flight.sink.onToken(message.token);
         return;
       case 'prefilled':
-        if (!fromPrefill) return this.end(flight, protocolError(link, message.type));
+        if (!fromPrefill) {
+          this.end(flight, protocolError(link, message.type));
+          return;
+        }
         this.prefillAnswered(flight);
         return;
       case 'end': {
         const end = endFromWire(message.end);
         if (fromPrefill) {
           this.prefillAnswered(flight);
-          if (end.kind !== 'failed') return this.end(flight, protocolError(link, 'end(finished)'));
+          if (end.kind !== 'failed') {
+            this.end(flight, protocolError(link, 'end(finished)'));
+            return;
+          }
+          if (end.error.code === 'kv_transfer_failed') {
+            // the decode side (or its death) tells what happened to this transfer better: wait briefly for it
+            this.hold(flight, end);
+            return;
+          }
           flight.decode.send({ type: 'cancel', request: flight.request.id });
-          return this.end(flight, end);
+          this.end(flight, end);
+          return;
         }
         if (!fromDecode) return;
-        if (end.kind === 'failed' && end.error.code === 'kv_transfer_failed' && flight.prefill !== undefined && !flight.prefillDone) {
-          if (flight.held === undefined) {
-            const timer = setTimeout(() => this.end(flight, end), this.options.graceMs);
-            flight.held = { end, timer };
-          }
+        if (
+          end.kind === 'failed' &&
+          end.error.code === 'kv_transfer_failed' &&
+          flight.prefill !== undefined &&
+          !flight.prefillDone
+        ) {
+          this.hold(flight, end); // the prefill's own report may carry the original code (a 400 stays a 400)
           return;
         }
         if (end.kind === 'failed' && flight.prefill !== undefined && !flight.prefillDone)
           flight.prefill.send({ type: 'cancel', request: flight.request.id });
-        return this.end(flight, end);
+        this.end(flight, end);
+        return;
       }
       default:
-        return this.end(flight, protocolError(link, message.type));
+        this.end(flight, protocolError(link, message.type));
+        return;
     }
+  }
+
+  /**
+   * A transfer failure reported by one side waits up to graceMs for the other side's report (or its loss), which ends
+   * the flight instead when it comes: a prefill's 4xx, or a dead decode's worker_unavailable.
+   */
+  private hold(flight: Flight, end: GenerationEnd): void {
+    if (flight.held !== undefined) {
+      this.end(flight, end.kind === 'failed' && end.error.code !== 'kv_transfer_failed' ? end : flight.held.end);
+      return;
+    }
+    flight.held = { end, timer: setTimeout(() => this.end(flight, end), this.options.graceMs) };
   }
 
   private prefillAnswered(flight: Flight): void {
@@ -264,7 +320,8 @@ export class RemoteDispatcher implements InferenceWorker {
   private onDown(link: WorkerLink, why: string): void {
     for (const flight of [...this.flights.values()]) {
       if (flight.decode === link) {
-        if (flight.prefill !== undefined && !flight.prefillDone) flight.prefill.send({ type: 'cancel', request: flight.request.id });
+        if (flight.prefill !== undefined && !flight.prefillDone)
+          flight.prefill.send({ type: 'cancel', request: flight.request.id });
         this.end(flight, lost('decode', link, why));
       } else if (flight.prefill === link && !flight.prefillDone) {
         flight.decode.send({ type: 'cancel', request: flight.request.id });
@@ -273,9 +330,14 @@ export class RemoteDispatcher implements InferenceWorker {
     }
   }
 
-  /** The one ending of a flight (I6). */
+  /** The one ending of a flight (I6). A failure cancels it on both workers (a no-op where it already ended). */
   private end(flight: Flight, end: GenerationEnd): void {
     if (this.flights.get(flight.request.id) !== flight) return;
+    if (end.kind === 'failed') {
+      flight.decode.send({ type: 'cancel', request: flight.request.id });
+      if (flight.prefill !== undefined && !flight.prefillDone)
+        flight.prefill.send({ type: 'cancel', request: flight.request.id });
+    }
     this.forget(flight);
     flight.sink.onEnd(end);
   }
@@ -299,7 +361,10 @@ function leastLoaded(links: readonly WorkerLink[]): WorkerLink | undefined {
 
 function lost(role: string, link: WorkerLink, why = 'not connected'): GenerationEnd {
   const name = link.hello?.name ?? link.address;
-  return { kind: 'failed', error: new KvfenceError('worker_unavailable', `the ${role} worker ${name} went away (${why}); retry later`) };
+  return {
+    kind: 'failed',
+    error: new KvfenceError('worker_unavailable', `the ${role} worker ${name} went away (${why}); retry later`),
+  };
 }
 
 function protocolError(link: WorkerLink, what: string): GenerationEnd {

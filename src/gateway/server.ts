@@ -13,7 +13,7 @@ import Fastify, {
 import type { InferenceWorker } from '../node/worker.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
-import { CompletionRun, type GatewayContext } from './completion-run.js';
+import { CompletionRun, type GatewayContext, type GatewayMutants } from './completion-run.js';
 import { httpErrorOf } from './errors.js';
 import { GatewayMetrics } from './metrics.js';
 import { type ParsedRequest, parseChatRequest, parseCompletionRequest } from './schemas.js';
@@ -28,6 +28,8 @@ export interface GatewayOptions {
   logger: FastifyBaseLogger;
   requestTimeoutMs: number;
   retryAfterS: number;
+  /** mutation self-test hook: see test/mutants/ (no production caller sets it) */
+  mutants?: GatewayMutants;
 }
 
 export interface Gateway {
@@ -50,6 +52,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
     metrics,
     requestTimeoutMs: options.requestTimeoutMs,
     retryAfterS: options.retryAfterS,
+    ...(options.mutants !== undefined ? { mutants: options.mutants } : {}), // mutation self-test hook: see test/mutants/
   };
   const tenantOf = new WeakMap<FastifyRequest, string>();
 

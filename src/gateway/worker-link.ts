@@ -115,14 +115,21 @@ export class WorkerLink {
   private onMessage(conn: ControlConnection, message: ControlMessage): void {
     if (conn !== this.conn) return;
     if (this.helloNow === undefined) {
-      if (message.type !== 'hello') return conn.close(`expected hello, got ${message.type}`);
+      if (message.type !== 'hello') {
+        conn.close(`expected hello, got ${message.type}`);
+        return;
+      }
       const refusal = this.options.accept(message.hello);
       if (refusal !== undefined) {
         this.options.log.error({ worker: this.address, why: refusal }, 'worker refused: it does not fit this gateway');
-        return conn.close(refusal);
+        conn.close(refusal);
+        return;
       }
       this.helloNow = message.hello;
-      this.options.log.info({ worker: message.hello.name, address: this.address, role: message.hello.role }, 'worker connected');
+      this.options.log.info(
+        { worker: message.hello.name, address: this.address, role: message.hello.role },
+        'worker connected',
+      );
       for (const w of this.helloWaiters.splice(0)) w();
       return;
     }

@@ -21,6 +21,16 @@ import { newPageTable, type PageTable } from './page-table.js';
 export interface PagePoolOptions {
   /** benchmarks only: skip ownership checks and scrubbing (never the default) */
   unchecked?: boolean;
+  /** mutation self-test hook: see test/mutants/ (seeded isolation faults; no production caller sets it) */
+  mutants?: PagePoolMutants;
+}
+
+/** Checks a mutant of the self-test removes (test/mutants/README.md); each is off unless a test sets it. */
+export interface PagePoolMutants {
+  /** (b): no owner, epoch or state check on reads and writes, no scrub on free */
+  ownershipUnchecked?: boolean;
+  /** (c): reads do not compare the table's epoch with the page's */
+  epochUnchecked?: boolean;
 }
 
 export type PageState = 'free' | 'reserved' | 'active';
@@ -55,6 +65,7 @@ export class PagePool {
   private readonly tenantPages = new Map<string, number>();
   private reservations = 0;
   readonly checked: boolean;
+  private readonly mutants: PagePoolMutants;
 
   constructor(
     readonly layout: KvLayout,
@@ -70,7 +81,8 @@ export class PagePool {
     this.epochs = new Uint32Array(pageCount);
     this.written = new Int32Array(pageCount);
     this.states = new Uint8Array(pageCount);
-    this.checked = options.unchecked !== true;
+    this.mutants = options.mutants ?? {};
+    this.checked = options.unchecked !== true && this.mutants.ownershipUnchecked !== true; // mutation self-test hook: see test/mutants/
   }
 
   get freePageCount(): number {
@@ -103,7 +115,11 @@ export class PagePool {
     for (let i = 0; i < count; i++) {
       const page = this.free[--this.freeCount]!;
       assert(this.states[page] === STATE_FREE && this.owners[page] === undefined, `free page ${page} is not free`);
-      assert(this.written[page] === 0, `free page ${page} was not scrubbed`);
+      // mutation self-test hook: see test/mutants/ (with the checks off a freed page may have been written again)
+      assert(
+        this.mutants.ownershipUnchecked === true || this.written[page] === 0,
+        `free page ${page} was not scrubbed`,
+      );
       this.owners[page] = owner;
       this.states[page] = STATE_RESERVED;
       reservation.pages.push(page);
@@ -192,7 +208,9 @@ export class PagePool {
       if (owner === undefined || owner.tenant !== table.owner.tenant || owner.request !== table.owner.request) {
         this.violation(table, i, 'page owned by someone else');
       }
-      if (this.epochs[page] !== table.epochs[i]) this.violation(table, i, 'stale epoch: the page was freed and reused');
+      // mutation self-test hook: see test/mutants/
+      if (this.epochs[page] !== table.epochs[i] && this.mutants.epochUnchecked !== true)
+        this.violation(table, i, 'stale epoch: the page was freed and reused');
       if (this.states[page] !== STATE_ACTIVE)
         this.violation(table, i, `page is ${STATE_NAMES[this.states[page]!]}, not active`);
       const needed = Math.min(pageSize, tokenCount - i * pageSize);
@@ -209,8 +227,11 @@ export class PagePool {
     assert(tokenCount >= table.writtenTokens, 'written counts only grow');
     for (let i = Math.floor(table.writtenTokens / pageSize); i < Math.ceil(tokenCount / pageSize); i++) {
       const page = table.pages[i]!;
-      this.assertHeld(page, table.owner, table.epochs[i]!);
-      assert(this.states[page] === STATE_ACTIVE, `write to page ${page} that is not active`);
+      if (this.mutants.ownershipUnchecked !== true) {
+        // mutation self-test hook: see test/mutants/
+        this.assertHeld(page, table.owner, table.epochs[i]!);
+        assert(this.states[page] === STATE_ACTIVE, `write to page ${page} that is not active`);
+      }
       this.written[page] = Math.min(pageSize, tokenCount - i * pageSize);
     }
     table.writtenTokens = tokenCount;

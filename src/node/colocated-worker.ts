@@ -6,13 +6,13 @@
  */
 import type { Backend } from '../compute/backend.js';
 import { ForwardPass } from '../compute/forward.js';
-import { Engine, type TransferredSequence } from '../engine/engine.js';
+import { Engine, type EngineMutants, type TransferredSequence } from '../engine/engine.js';
 import type { TenantLimits } from '../engine/engine-config.js';
 import type { EngineEvent, GenerationRequest, IsolationIncident } from '../engine/request.js';
 import { type CapacityProof, proveCapacity } from '../kv/capacity.js';
 import { makeKvLayout } from '../kv/kv-layout.js';
 import { ownerLabel } from '../kv/page-owner.js';
-import { PagePool } from '../kv/page-pool.js';
+import { PagePool, type PagePoolMutants } from '../kv/page-pool.js';
 import type { LoadedModel } from '../model/load-model.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { IncidentStore } from './incident-store.js';
@@ -47,6 +47,8 @@ export interface ColocatedWorkerOptions {
   /** benchmarks only: no ownership checks, no scrubbing */
   unchecked?: boolean;
   now?: () => number;
+  /** mutation self-test hook: see test/mutants/ (seeded isolation faults; `kvfence serve` never sets it) */
+  mutants?: { pool?: PagePoolMutants; engine?: EngineMutants };
 }
 
 export class ColocatedWorker implements InferenceWorker {
@@ -75,11 +77,10 @@ export class ColocatedWorker implements InferenceWorker {
       tenantPagesMin,
       clamp: options.clampContext,
     });
-    this.pool = new PagePool(
-      makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, pageSize),
-      pageCount,
-      options.unchecked === true ? { unchecked: true } : {},
-    );
+    this.pool = new PagePool(makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, pageSize), pageCount, {
+      ...(options.unchecked === true ? { unchecked: true } : {}),
+      ...(options.mutants?.pool !== undefined ? { mutants: options.mutants.pool } : {}), // mutation self-test hook: see test/mutants/
+    });
     this.engine = new Engine(
       {
         provenContext: this.capacity.provenContext,
@@ -93,6 +94,7 @@ export class ColocatedWorker implements InferenceWorker {
         isStopToken: (id) => model.tokenizer.isEndOfGeneration(id),
       },
       new ForwardPass(model, options.backend, this.pool),
+      options.mutants?.engine, // mutation self-test hook: see test/mutants/
     );
     this.now = options.now ?? Date.now;
   }

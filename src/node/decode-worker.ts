@@ -17,6 +17,7 @@ import type { PageReservation } from '../kv/page-pool.js';
 import { reserveTransferSink, type TransferReservation } from '../transfer/pool-adapter.js';
 import type { TransferOutcome } from '../transfer/receive-session.js';
 import type { TransferTicket } from '../transfer/ticket.js';
+import { TransferError } from '../transfer/transfer-error.js';
 import type { TransferHandle, TransferReceiver } from '../transfer/transfer-receiver.js';
 import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
@@ -95,7 +96,10 @@ export class DecodeWorker {
       this.drop(h);
       link.end({
         kind: 'failed',
-        error: new KvfenceError('server_overloaded', `no decode KV pages became free within ${this.options.queueTimeoutMs} ms; retry later`),
+        error: new KvfenceError(
+          'server_overloaded',
+          `no decode KV pages became free within ${this.options.queueTimeoutMs} ms; retry later`,
+        ),
       });
     }, this.options.queueTimeoutMs);
     h.cancelWait = () => clearTimeout(timer);
@@ -166,7 +170,10 @@ export class DecodeWorker {
       );
     }
     if (this.queue.length >= this.options.waitingMax)
-      return new KvfenceError('server_overloaded', `the decode queue is full (${this.options.waitingMax}); retry later`);
+      return new KvfenceError(
+        'server_overloaded',
+        `the decode queue is full (${this.options.waitingMax}); retry later`,
+      );
     return undefined;
   }
 
@@ -225,6 +232,11 @@ export class DecodeWorker {
     if (this.held.get(h.request.id) !== h || h.phase !== 'transferring') return; // cancelled meanwhile: dropped
     if (outcome.state !== 'COMMITTED') {
       this.drop(h); // the receiver scrubbed the prompt pages already; this releases the rest
+      if (outcome.state === 'FAILED' || outcome.state === 'EXPIRED')
+        this.options.log.warn(
+          { request: h.request.id, tenant: h.request.tenant, err: outcome.error.message },
+          'KV transfer failed',
+        );
       h.link.end({ kind: 'failed', error: endError(outcome.error) });
       this.drainQueue();
       return;
@@ -233,7 +245,10 @@ export class DecodeWorker {
     const first = outcome.firstToken;
     if (!Number.isInteger(first.id) || first.id < 0 || first.id >= this.options.vocabSize) {
       this.drop(h);
-      h.link.end({ kind: 'failed', error: new KvfenceError('kv_transfer_failed', 'the first token is outside the vocabulary') });
+      h.link.end({
+        kind: 'failed',
+        error: new KvfenceError('kv_transfer_failed', 'the first token is outside the vocabulary'),
+      });
       this.drainQueue();
       return;
     }
@@ -242,13 +257,29 @@ export class DecodeWorker {
     transfer.table.pages.push(...extraTable.pages);
     transfer.table.epochs.push(...extraTable.epochs);
     const prompt = request.promptTokens.length;
-    if (this.options.isStopToken(first.id)) return this.finishEarly(h, { kind: 'finished', reason: 'stop', promptTokens: prompt, completionTokens: 0 });
-    h.link.token({ id: first.id, logprob: first.logprob, top: first.top.map((t) => ({ id: t.id, logprob: t.logprob })) });
-    if (request.maxTokens === 1) return this.finishEarly(h, { kind: 'finished', reason: 'length', promptTokens: prompt, completionTokens: 1 });
+    if (this.options.isStopToken(first.id)) {
+      this.finishEarly(h, { kind: 'finished', reason: 'stop', promptTokens: prompt, completionTokens: 0 });
+      return;
+    }
+    h.link.token({
+      id: first.id,
+      logprob: first.logprob,
+      top: first.top.map((t) => ({ id: t.id, logprob: t.logprob })),
+    });
+    if (request.maxTokens === 1) {
+      this.finishEarly(h, { kind: 'finished', reason: 'length', promptTokens: prompt, completionTokens: 1 });
+      return;
+    }
     h.phase = 'decoding';
     try {
       this.options.loop.adopt(
-        { request, table: transfer.table, reservation: transfer.reservation, extraReservation: h.extra!, first: first.id },
+        {
+          request,
+          table: transfer.table,
+          reservation: transfer.reservation,
+          extraReservation: h.extra!,
+          first: first.id,
+        },
         {
           onToken: (token) => h.link.token(token),
           onEnd: (end) => {
@@ -307,13 +338,24 @@ export class DecodeWorker {
 
 /**
  * A prefill's ABORT keeps its original code (a 400 stays a 400, DESIGN §6); every other transfer failure is a 500
- * kv_transfer_failed.
+ * kv_transfer_failed that names only the reason.
  */
-function endError(error: KvfenceError): KvfenceError {
-  const peer = 'peerCode' in error && typeof error.peerCode === 'string' ? error.peerCode : undefined;
-  if (peer !== undefined && isErrorCode(peer) && peer !== 'kv_transfer_failed') {
-    const message = error.message.replace(/^KV transfer failed \(sender_aborted\): /, '');
-    return new KvfenceError(peer, message);
+function endError(error: TransferError): KvfenceError {
+  const peer = error.peerCode;
+  if (error.reason === 'sender_aborted' && peer !== undefined && isErrorCode(peer) && peer !== 'kv_transfer_failed') {
+    return new KvfenceError(peer, error.message.replace(/^KV transfer failed \(sender_aborted\): /, ''));
   }
-  return error;
+  return publicTransferError(error);
+}
+
+/**
+ * What a client may learn of a transfer failure: its reason, nothing more. Frame-level details (a replayed frame names
+ * the request it came from, possibly another tenant's) stay in the worker's log.
+ */
+export function publicTransferError(error: KvfenceError): KvfenceError {
+  if (!(error instanceof TransferError)) return error;
+  return new KvfenceError(
+    'kv_transfer_failed',
+    `KV transfer failed (${error.reason}); the request's pages were scrubbed`,
+  );
 }

@@ -22,6 +22,8 @@ import type { TransferTicket } from '../transfer/ticket.js';
 import { TransferSender } from '../transfer/transfer-sender.js';
 import type { TransferTransport } from '../transfer/transport.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
+import type { PoolStats } from './control-protocol.js';
+import { publicTransferError } from './decode-worker.js';
 import type { LogSink } from './worker.js';
 
 export interface PrefillRequestLink {
@@ -90,14 +92,20 @@ export class PrefillWorker {
 
   job(request: GenerationRequest, ticket: TransferTicket, decodeAddress: string, link: PrefillRequestLink): void {
     if (this.closed || this.jobs.has(request.id)) {
-      const why = this.closed ? 'the prefill worker is shutting down' : `request id ${request.id} is already in use here`;
-      link.end({ kind: 'failed', error: new KvfenceError(this.closed ? 'worker_unavailable' : 'invalid_argument', why) });
+      const why = this.closed
+        ? 'the prefill worker is shutting down'
+        : `request id ${request.id} is already in use here`;
+      link.end({
+        kind: 'failed',
+        error: new KvfenceError(this.closed ? 'worker_unavailable' : 'invalid_argument', why),
+      });
       return;
     }
     const mismatch = ticketMismatch(request, ticket, this.options.pool);
     const job: Job = { request, ticket, decodeAddress, link, phase: 'computing', sender: undefined, cancelled: false };
     try {
-      if (mismatch !== undefined) throw new KvfenceError('kv_transfer_failed', `the ticket does not fit this job: ${mismatch}`);
+      if (mismatch !== undefined)
+        throw new KvfenceError('kv_transfer_failed', `the ticket does not fit this job: ${mismatch}`);
       this.options.engine.submit(request, this.now());
     } catch (error) {
       const e = error instanceof KvfenceError ? error : new KvfenceError('internal_error', errorMessage(error));
@@ -126,15 +134,29 @@ export class PrefillWorker {
     for (const job of [...this.jobs.values()]) if (job.link.origin === origin) this.cancel(job.request.id);
   }
 
-  get jobCount(): number {
-    return this.jobs.size;
+  /** Pool and queue counts for the gateway's stats. */
+  stats(): PoolStats {
+    const { pool, engine } = this.options;
+    const requests = new Map<string, number>();
+    for (const job of this.jobs.values()) requests.set(job.request.tenant, (requests.get(job.request.tenant) ?? 0) + 1);
+    return {
+      pagesTotal: pool.pageCount,
+      pagesFree: pool.freePageCount,
+      reservations: pool.reservationCount,
+      running: this.jobs.size - engine.waitingCount,
+      waiting: engine.waitingCount,
+      tenants: [...requests].map(([tenant, n]) => [tenant, { requests: n, pages: pool.pagesOfTenant(tenant) }]),
+    };
   }
 
   async close(): Promise<void> {
     this.closed = true;
     if (this.scheduled !== undefined) clearImmediate(this.scheduled);
-    this.deliver(this.options.engine.abortAll(new KvfenceError('worker_unavailable', 'the prefill worker is shutting down')));
-    for (const job of this.jobs.values()) job.sender?.abort('worker_unavailable', 'the prefill worker is shutting down');
+    this.deliver(
+      this.options.engine.abortAll(new KvfenceError('worker_unavailable', 'the prefill worker is shutting down')),
+    );
+    for (const job of this.jobs.values())
+      job.sender?.abort('worker_unavailable', 'the prefill worker is shutting down');
   }
 
   private schedule(): void {
@@ -193,7 +215,13 @@ export class PrefillWorker {
       job.link.prefilled();
     } catch (error) {
       const e = error instanceof KvfenceError ? error : new KvfenceError('kv_transfer_failed', errorMessage(error));
-      if (!job.cancelled) job.link.end({ kind: 'failed', error: e });
+      if (!job.cancelled) {
+        this.options.log.warn(
+          { request: job.request.id, tenant: job.request.tenant, err: e.message },
+          'KV transfer failed',
+        );
+        job.link.end({ kind: 'failed', error: publicTransferError(e) });
+      }
     } finally {
       pool.release(prefilled.reservation);
       this.jobs.delete(job.request.id);
@@ -225,20 +253,30 @@ export class PrefillWorker {
       });
       sender.abort(error.code, error.message.slice(0, 512));
     } catch (e) {
-      this.options.log.warn({ request: job.request.id, err: errorMessage(e) }, 'could not send ABORT to the decode worker');
+      this.options.log.warn(
+        { request: job.request.id, err: errorMessage(e) },
+        'could not send ABORT to the decode worker',
+      );
     }
   }
 }
 
 function ticketMismatch(request: GenerationRequest, ticket: TransferTicket, pool: PagePool): string | undefined {
   if (ticket.request !== request.id || ticket.tenant !== request.tenant) return 'another request or tenant';
-  if (ticket.tokenCount !== request.promptTokens.length) return `${ticket.tokenCount} tokens for a ${request.promptTokens.length}-token prompt`;
-  if (ticket.pageSizeTokens !== pool.layout.pageSize) return `page size ${ticket.pageSizeTokens}, here ${pool.layout.pageSize}`;
-  if (ticket.pageBytes !== pool.layout.floatsPerPage * 4) return `page bytes ${ticket.pageBytes}, here ${pool.layout.floatsPerPage * 4}`;
+  if (ticket.tokenCount !== request.promptTokens.length)
+    return `${ticket.tokenCount} tokens for a ${request.promptTokens.length}-token prompt`;
+  if (ticket.pageSizeTokens !== pool.layout.pageSize)
+    return `page size ${ticket.pageSizeTokens}, here ${pool.layout.pageSize}`;
+  if (ticket.pageBytes !== pool.layout.floatsPerPage * 4)
+    return `page bytes ${ticket.pageBytes}, here ${pool.layout.floatsPerPage * 4}`;
   return undefined;
 }
 
 /** Each page read through a private copy (see the file comment). */
 function copyingSource(source: KvPageSource): KvPageSource {
-  return { pageCount: source.pageCount, pageBytes: source.pageBytes, pageView: (index) => source.pageView(index).slice() };
+  return {
+    pageCount: source.pageCount,
+    pageBytes: source.pageBytes,
+    pageView: (index) => source.pageView(index).slice(),
+  };
 }

@@ -23,7 +23,11 @@ export interface WorkerReady {
 export function isWorkerReady(value: unknown): value is WorkerReady {
   if (typeof value !== 'object' || value === null) return false;
   const v = value as Record<string, unknown>;
-  return v['kind'] === 'ready' && typeof v['control'] === 'string' && (v['transfer'] === undefined || typeof v['transfer'] === 'string');
+  return (
+    v['kind'] === 'ready' &&
+    typeof v['control'] === 'string' &&
+    (v['transfer'] === undefined || typeof v['transfer'] === 'string')
+  );
 }
 
 export interface SupervisedSpec {
@@ -106,11 +110,21 @@ export class Supervisor {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
-        reject(new KvfenceError('worker_unavailable', `worker ${spec.name} did not start within ${this.options.readyTimeoutMs} ms`));
+        reject(
+          new KvfenceError(
+            'worker_unavailable',
+            `worker ${spec.name} did not start within ${this.options.readyTimeoutMs} ms`,
+          ),
+        );
       }, this.options.readyTimeoutMs);
       const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
         clearTimeout(timer);
-        reject(new KvfenceError('worker_unavailable', `worker ${spec.name} exited during startup (code ${code}, signal ${signal})`));
+        reject(
+          new KvfenceError(
+            'worker_unavailable',
+            `worker ${spec.name} exited during startup (code ${code}, signal ${signal})`,
+          ),
+        );
       };
       child.once('exit', onExit);
       child.on('message', (message: unknown) => {

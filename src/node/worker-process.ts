@@ -20,9 +20,9 @@ import type { TransferListener } from '../transfer/transport.js';
 import { ColocatedWorker } from './colocated-worker.js';
 import { ControlConnection } from './control-channel.js';
 import { type ControlMessage, endToWire, type WorkerHello, type WorkerRole } from './control-protocol.js';
-import { DecodeWorker, type DecodeRequestLink } from './decode-worker.js';
+import { type DecodeRequestLink, DecodeWorker } from './decode-worker.js';
 import type { IncidentStore } from './incident-store.js';
-import { PrefillWorker, type PrefillRequestLink, type TestTransferFaults } from './prefill-worker.js';
+import { type PrefillRequestLink, PrefillWorker, type TestTransferFaults } from './prefill-worker.js';
 import { parseTestFaults } from './test-faults.js';
 import type { LogSink } from './worker.js';
 
@@ -115,7 +115,11 @@ function proveWorkerCapacity(config: WorkerProcessConfig, unsafeSkip: boolean): 
 
 type HelloOf = (provenContext: number, transferAddress?: string) => WorkerHello;
 
-async function startPrefill(config: WorkerProcessConfig, transport: TcpTransport, hello: HelloOf): Promise<RunningWorker> {
+async function startPrefill(
+  config: WorkerProcessConfig,
+  transport: TcpTransport,
+  hello: HelloOf,
+): Promise<RunningWorker> {
   const c = config.model.config;
   const capacity = proveWorkerCapacity(config, config.env[TEST_SKIP_CAPACITY_PROOF_ENV] === '1');
   const pool = new PagePool(makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, config.pageSize), config.pageCount);
@@ -175,19 +179,7 @@ async function startPrefill(config: WorkerProcessConfig, transport: TcpTransport
           } else if (m.type === 'cancel') {
             worker.cancel(m.request);
           } else if (m.type === 'stats') {
-            const s = engine.inFlight;
-            conn.send({
-              type: 'stats',
-              id: m.id,
-              stats: {
-                pagesTotal: pool.pageCount,
-                pagesFree: pool.freePageCount,
-                reservations: pool.reservationCount,
-                running: worker.jobCount,
-                waiting: s,
-                tenants: [...pool.pagesByTenant()].map(([tenant, pages]) => [tenant, { requests: 0, pages }]),
-              },
-            });
+            conn.send({ type: 'stats', id: m.id, stats: worker.stats() });
           } else conn.close(`a prefill worker takes no ${m.type} message`);
         },
         closed: () => {
@@ -209,7 +201,11 @@ async function startPrefill(config: WorkerProcessConfig, transport: TcpTransport
   };
 }
 
-async function startDecode(config: WorkerProcessConfig, transport: TcpTransport, hello: HelloOf): Promise<RunningWorker> {
+async function startDecode(
+  config: WorkerProcessConfig,
+  transport: TcpTransport,
+  hello: HelloOf,
+): Promise<RunningWorker> {
   const c = config.model.config;
   const loop = new ColocatedWorker({
     model: config.model,
@@ -250,7 +246,9 @@ async function startDecode(config: WorkerProcessConfig, transport: TcpTransport,
   });
   let transferListener: TransferListener;
   try {
-    transferListener = await transport.listen(config.transferListen ?? '127.0.0.1:0', (channel) => receiver.accept(channel));
+    transferListener = await transport.listen(config.transferListen ?? '127.0.0.1:0', (channel) =>
+      receiver.accept(channel),
+    );
   } catch (error) {
     await loop.close();
     throw error;
@@ -333,5 +331,8 @@ function recordIncident(config: WorkerProcessConfig, incident: Parameters<Incide
   } catch {
     // logged below either way
   }
-  config.log.error({ tenant: incident.tenant, request: incident.request, reason: incident.violation.reason }, 'KV isolation check failed at prefill; request aborted');
+  config.log.error(
+    { tenant: incident.tenant, request: incident.request, reason: incident.violation.reason },
+    'KV isolation check failed at prefill; request aborted',
+  );
 }

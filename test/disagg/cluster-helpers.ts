@@ -51,7 +51,12 @@ export function testServeConfig(overrides: Partial<ServeConfig> = {}): ServeConf
 }
 
 export async function startTestCluster(options: TestClusterOptions = {}): Promise<RunningCluster> {
-  const config = disaggregatedConfig(testServeConfig(options.serve), options.prefill ?? 1, options.decode ?? 1, 'ignore');
+  const config = disaggregatedConfig(
+    testServeConfig(options.serve),
+    options.prefill ?? 1,
+    options.decode ?? 1,
+    'ignore',
+  );
   return startDisaggregatedServer({
     ...config,
     workerArgs: [...config.workerArgs, '--transfer-timeout-ms', '10000', '--idle-timeout-ms', '3000'],

@@ -28,7 +28,13 @@ interface Run {
 }
 
 async function completion(server: Served, body: Record<string, unknown>): Promise<Run> {
-  const r = await clientFor(server).completions.create({ model: MODEL_ID, prompt: '', logprobs: 3, ...body, stream: false });
+  const r = await clientFor(server).completions.create({
+    model: MODEL_ID,
+    prompt: '',
+    logprobs: 3,
+    ...body,
+    stream: false,
+  });
   const c = r.choices[0]!;
   return {
     ids: c.logprobs?.tokens ?? [],
@@ -60,7 +66,11 @@ describe('colocated vs disaggregated (1 prefill + 1 decode child process)', () =
     }
     const afterStats = await poolStats(cluster);
     for (const [i, s] of afterStats.entries()) {
-      assert.equal(s.reservations - before[i]!.reservations >= requests, true, `${cluster.workers[i]!.name} served them`);
+      assert.equal(
+        s.reservations - before[i]!.reservations >= requests,
+        true,
+        `${cluster.workers[i]!.name} served them`,
+      );
     }
     await assertClusterPoolsWhole(cluster);
   });

@@ -7,7 +7,13 @@ import { complete, noninterferenceSuite, tokens } from './isolation-suite.js';
 import { assertPoolWhole, MODEL_ID, post, startTestServer, waitFor, writeKeyFile } from './serve-helpers.js';
 
 noninterferenceSuite('colocated', async (keyFile) => {
-  const server = await startTestServer({ apiKeysPath: keyFile, kvPages: 160, runningMax: 16, prefillChunk: 24, stepTokens: 96 });
+  const server = await startTestServer({
+    apiKeysPath: keyFile,
+    kvPages: 160,
+    runningMax: 16,
+    prefillChunk: 24,
+    stepTokens: 96,
+  });
   return {
     url: server.url,
     pagesTotal: 160,
