@@ -125,7 +125,7 @@ export class PagePool {
       reservation.pages.push(page);
       reservation.epochs.push(this.epochs[page]!);
     }
-    this.tenantPages.set(owner.tenant, this.pagesOfTenant(owner.tenant) + count);
+    if (count > 0) this.tenantPages.set(owner.tenant, this.pagesOfTenant(owner.tenant) + count);
     this.reservations++;
     this.assertConserved();
     return reservation;

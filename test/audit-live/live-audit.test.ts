@@ -2,7 +2,7 @@
  * `kvfence audit` against a live kvfence, colocated and disaggregated, with 8 tenants: every audit must come out clean
  * (exit 0, every scenario "pass"), and afterwards every pool is whole again with no isolation incident recorded.
  *
- * CI sends ~400 requests per deployment (two audits, ~30 s each on two busy cores). The full 2,000-request run is
+ * CI sends ~400 requests per deployment (two audits, 20-48 s on two busy cores). The full 2,000-request run is
  * by hand (docs/audit.md, "Auditing kvfence itself"):
  *   npx tsc -p tsconfig.json && node dist/test/audit-live/live-audit-main.js colocated 2000 8
  *   node dist/test/audit-live/live-audit-main.js disaggregated 2000 8
