@@ -37,6 +37,9 @@ export interface KvfenceExtras {
   /** seconds per request lifecycle (prefill, decode, release), paired: checked pool vs unchecked */
   checkedSeconds: number[];
   uncheckedSeconds: number[];
+  /** seconds per lifecycle of the pool calls alone (no model), checked and unchecked */
+  poolOpsCheckedSeconds: number[];
+  poolOpsUncheckedSeconds: number[];
   triadGigabytesPerSecond: number[];
   /** weight bytes one decode step reads */
   weightBytesPerToken: number;

@@ -96,6 +96,29 @@ function triad(repetitions: number): number[] {
   });
 }
 
+/**
+ * The isolation work of one lifecycle on its own: the pool calls ForwardPass makes (grow; per forward call
+ * checkReadable + markWritten; release with scrubbing), without the model. Checked minus unchecked is what isolation
+ * costs a request, measured without the run-to-run noise of whole forward passes.
+ */
+function poolOpsSeconds(unchecked: boolean, promptTokens: number, decodeTokens: number, chunk: number): number {
+  const pool = new PagePool(layout, pagesForTokens(layout, promptTokens + decodeTokens), { unchecked });
+  const runs = 50;
+  const started = performance.now();
+  for (let run = 0; run < runs; run++) {
+    const table = newPageTable({ tenant: 'bench', request: `ops-${run}` });
+    pool.grow(table, pagesForTokens(layout, promptTokens + decodeTokens));
+    const step = (n: number) => {
+      pool.checkReadable(table, table.writtenTokens);
+      pool.markWritten(table, table.writtenTokens + n);
+    };
+    for (let at = 0; at < promptTokens; at += chunk) step(Math.min(chunk, promptTokens - at));
+    for (let i = 0; i < decodeTokens; i++) step(1);
+    pool.releaseAll(table);
+  }
+  return seconds(started) / runs;
+}
+
 function extras(): KvfenceExtras {
   const pages = pagesForTokens(layout, job.promptTokens + job.decodeTokens);
   const checked = forwardWith(pages);
@@ -112,9 +135,16 @@ function extras(): KvfenceExtras {
       (forward === checked ? checkedSeconds : uncheckedSeconds).push(t);
     }
   }
+  const chunk = Math.min(job.prefillChunkTokens, promptTokens);
+  const poolOps = Array.from({ length: 5 }, () => ({
+    checked: poolOpsSeconds(false, promptTokens, decodeTokens, chunk),
+    unchecked: poolOpsSeconds(true, promptTokens, decodeTokens, chunk),
+  }));
   return {
     checkedSeconds,
     uncheckedSeconds,
+    poolOpsCheckedSeconds: poolOps.map((p) => p.checked),
+    poolOpsUncheckedSeconds: poolOps.map((p) => p.unchecked),
     triadGigabytesPerSecond: triad(job.repetitions),
     weightBytesPerToken: weightBytesPerToken(model),
   };

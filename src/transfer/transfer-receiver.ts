@@ -198,7 +198,9 @@ export class TransferReceiver {
       e.session.fail(new TransferError('duplicate_hello', `a second connection for request ${frame.binding.request}`));
       return undefined;
     }
-    if (frame.type !== 'HELLO') {
+    // A prefill that cannot serve the request may ABORT before any HELLO; the session checks its binding (nonce
+    // included) like any frame's, so the original error code reaches the gateway and a stranger's ABORT fails closed.
+    if (frame.type !== 'HELLO' && frame.type !== 'ABORT') {
       e.session.fail(new TransferError('unexpected_frame', `${frame.type} before HELLO`));
       return undefined;
     }
