@@ -1,17 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { assertSameBits, gaussian, kvCase, weightMatrix } from '../../test/helpers/backend-conformance.js';
+import { prefillLogits, promptOf, sequence } from '../../test/helpers/forward-checks.js';
 import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
 import { nativeBackendForTest } from '../../test/helpers/native.js';
 import { generate } from '../engine/generate.js';
 import { GREEDY } from '../engine/sampler.js';
-import { pagesForTokens } from '../kv/kv-layout.js';
-import { newPageTable, type PageTable } from '../kv/page-table.js';
-import type { LoadedModel } from '../model/load-model.js';
 import { KvfenceError } from '../util/errors.js';
 import { SeededRandom } from '../util/random.js';
 import type { Backend } from './backend.js';
-import type { ForwardPass } from './forward.js';
 import { NativeBackend } from './native-backend.js';
 import { ReferenceBackend } from './reference-backend.js';
 import { selectBackend } from './select-backend.js';
@@ -21,34 +18,6 @@ after(() => native.close());
 
 const qwen = loadTestModel({ preset: 'tiny', arch: 'qwen2', dtype: 'f32', seed: 11, kvHeadCount: 2 });
 const llamaQ8 = loadTestModel({ preset: 'tiny', arch: 'llama', dtype: 'q8_0', seed: 12 });
-
-function promptOf(model: LoadedModel, length: number, salt: number): number[] {
-  return Array.from({ length }, (_, i) => (i * 31 + salt * 7 + 3) % model.config.vocabSize);
-}
-
-function sequence(forward: ForwardPass, request: string, tokenCount: number): PageTable {
-  const table = newPageTable({ tenant: 't', request });
-  assert.ok(forward.pool.grow(table, pagesForTokens(forward.pool.layout, tokenCount)));
-  return table;
-}
-
-/** All-position logits of a prompt prefilled in chunks of `chunk` tokens (as src/compute/forward.test.ts). */
-function prefillLogits(forward: ForwardPass, prompt: number[], chunk: number): Float32Array {
-  const table = sequence(forward, `chunk-${chunk}`, prompt.length);
-  const parts: Float32Array[] = [];
-  for (let at = 0; at < prompt.length; at += chunk) {
-    const [out] = forward.run([{ table, tokens: prompt.slice(at, at + chunk), logits: 'all' }]);
-    assert.ok(out?.ok);
-    parts.push(out.logits);
-  }
-  forward.pool.releaseAll(table);
-  const all = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-  parts.reduce((offset, p) => {
-    all.set(p, offset);
-    return offset + p.length;
-  }, 0);
-  return all;
-}
 
 for (const [label, model] of [
   ['qwen2 f32 GQA', qwen],
