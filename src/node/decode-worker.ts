@@ -23,6 +23,7 @@ import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { ColocatedWorker } from './colocated-worker.js';
 import { isErrorCode, type PoolStats } from './control-protocol.js';
+import { poolStats } from './pool-stats.js';
 import type { LogSink } from './worker.js';
 
 /** Where a request's answers go: its gateway's control connection. */
@@ -122,17 +123,8 @@ export class DecodeWorker {
 
   stats(): PoolStats {
     const { pool, engine } = this.options.loop;
-    const s = engine.stats();
-    const requests = new Map<string, number>();
-    for (const h of this.held.values()) requests.set(h.request.tenant, (requests.get(h.request.tenant) ?? 0) + 1);
-    return {
-      pagesTotal: pool.pageCount,
-      pagesFree: pool.freePageCount,
-      reservations: pool.reservationCount,
-      running: s.running + this.count('transferring'),
-      waiting: this.queue.length,
-      tenants: [...requests].map(([tenant, n]) => [tenant, { requests: n, pages: pool.pagesOfTenant(tenant) }]),
-    };
+    const tenants = [...this.held.values()].map((h) => h.request.tenant);
+    return poolStats(pool, tenants, engine.stats().running + this.count('transferring'), this.queue.length);
   }
 
   async close(): Promise<void> {

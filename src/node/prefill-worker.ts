@@ -24,6 +24,7 @@ import type { TransferTransport } from '../transfer/transport.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { PoolStats } from './control-protocol.js';
 import { publicTransferError } from './decode-worker.js';
+import { poolStats } from './pool-stats.js';
 import type { LogSink } from './worker.js';
 
 export interface PrefillRequestLink {
@@ -137,16 +138,8 @@ export class PrefillWorker {
   /** Pool and queue counts for the gateway's stats. */
   stats(): PoolStats {
     const { pool, engine } = this.options;
-    const requests = new Map<string, number>();
-    for (const job of this.jobs.values()) requests.set(job.request.tenant, (requests.get(job.request.tenant) ?? 0) + 1);
-    return {
-      pagesTotal: pool.pageCount,
-      pagesFree: pool.freePageCount,
-      reservations: pool.reservationCount,
-      running: this.jobs.size - engine.waitingCount,
-      waiting: engine.waitingCount,
-      tenants: [...requests].map(([tenant, n]) => [tenant, { requests: n, pages: pool.pagesOfTenant(tenant) }]),
-    };
+    const tenants = [...this.jobs.values()].map((job) => job.request.tenant);
+    return poolStats(pool, tenants, this.jobs.size - engine.waitingCount, engine.waitingCount);
   }
 
   async close(): Promise<void> {
