@@ -169,7 +169,9 @@ async function childMain(): Promise<void> {
   const sourceFor = (pages: number, pageBytes: number) => {
     if (source?.pageCount !== pages || source.pageBytes !== pageBytes) {
       const all = new Uint8Array(randomBytes(pages * pageBytes));
-      source = { pageCount: pages, pageBytes, all, pageView: (i) => all.subarray(i * pageBytes, (i + 1) * pageBytes) };
+      const pageView = (i: number) => all.subarray(i * pageBytes, (i + 1) * pageBytes);
+      const checksums = Array.from({ length: pages }, (_, i) => checksum.of(pageView(i)));
+      source = { pageCount: pages, pageBytes, all, checksums, pageView };
     }
     return source;
   };

@@ -13,6 +13,7 @@ export type FindingKind =
   | 'context_advertised_refused'
   | 'context_wrong_status'
   | 'interruption_wrong_answer'
+  | 'interruption_wrong_status'
   | 'storm_wrong_answer'
   | 'storm_wrong_status';
 

@@ -1,7 +1,9 @@
 /**
  * Interruptions: a tenant streams a marker-laden request and the client cancels it (AbortController) after a random
- * number of deltas; right then another tenant's probe runs. The probe must match its solo answer (the cancelled
- * request's pages must not bleed into it) and, like every response, is scanned for the cancelled request's marker.
+ * number of deltas; right then a probe runs, of another tenant or (one round in two, at random) of the same one: a
+ * cancelled request that keeps writing into freed pages damages whoever gets them next, and an owner check that
+ * stops other tenants may still let the same tenant's next request through. The probe must be answered (200, or an
+ * honest 429/503) and match its solo answer, and, like every response, is scanned for the cancelled request's marker.
  */
 import { type AuditContext, compareAnswers, isBusy, type Probe } from './audit-context.js';
 import { completed } from './endpoint.js';
@@ -32,8 +34,9 @@ export async function runInterruptions(ctx: AuditContext, rounds: number): Promi
       result,
       marker,
     );
-    const others = probes.filter((p) => p.tenant.name !== victim.name);
-    const probe: Probe | undefined = others[ctx.rng.nextInt(others.length)];
+    const sameTenant = ctx.rng.nextInt(2) === 0;
+    const candidates = probes.filter((p) => (p.tenant.name === victim.name) === sameTenant);
+    const probe: Probe | undefined = candidates[ctx.rng.nextInt(candidates.length)];
     const victimRecord = await cancelledCall;
     if (victimRecord.abortedByClient) cancelled++;
     if (probe === undefined) return;
@@ -41,8 +44,27 @@ export async function runInterruptions(ctx: AuditContext, rounds: number): Promi
       ctx.probeSpec(probe, 'interruptions', `after cancel of call ${victimRecord.id}`),
       result,
     );
-    if (isBusy(record) || !completed(record)) {
+    if (isBusy(record)) {
       result.notes.push(`probe ${probe.index} after a cancel: status ${record.status}, not compared`);
+      return;
+    }
+    if (!completed(record)) {
+      result.findings.push({
+        kind: 'interruption_wrong_status',
+        scenario: 'interruptions',
+        summary:
+          `probe ${probe.index} of ${probe.tenant.name} right after ${victim.name}'s cancelled call ${victimRecord.id}: ` +
+          `${record.timedOut ? 'no answer in time' : `${record.status} ${record.errorCode ?? ''}`.trimEnd()}`,
+        tenants: [probe.tenant.name, victim.name],
+        calls: [record.id, victimRecord.id],
+        evidence: {
+          status: record.status,
+          errorCode: record.errorCode ?? null,
+          timedOut: record.timedOut,
+          cancelledCall: victimRecord.id,
+          probeCall: record.id,
+        },
+      });
       return;
     }
     compared++;

@@ -63,6 +63,17 @@ export interface PrefillWorkerOptions {
   onIncident: (incident: IsolationIncident) => void;
   log: LogSink;
   now?: () => number;
+  /** mutation self-test hook: see test/mutants/ (no production caller sets it) */
+  mutants?: PrefillWorkerMutants;
+}
+
+/** Seeded faults of the mutation self-test (test/mutants/README.md); no production caller sets any. */
+export interface PrefillWorkerMutants {
+  /**
+   * A staging-buffer mix-up: every job stages its pages in one worker-wide area instead of a private copy, so of two
+   * overlapping sends the earlier one puts the later job's pages on the wire (with correct hop checksums).
+   */
+  sharedStaging?: boolean;
 }
 
 interface Job {
@@ -82,6 +93,8 @@ export class PrefillWorker {
   private readonly now: () => number;
   /** tests only: the frames of the last transfer, for `replay` faults */
   private lastRecord: readonly Uint8Array[] = [];
+  /** mutation self-test hook: see test/mutants/ (the one staging area of the `sharedStaging` fault, page by index) */
+  private readonly sharedStaging: Uint8Array[] = [];
 
   constructor(private readonly options: PrefillWorkerOptions) {
     this.now = options.now ?? Date.now;
@@ -193,7 +206,10 @@ export class PrefillWorker {
     }
     job.phase = 'sending';
     try {
-      const source = copyingSource(tableTransferSource(pool, prefilled.table, prefilled.request.promptTokens.length));
+      const { checksum } = this.options;
+      const pages = tableTransferSource(pool, prefilled.table, prefilled.request.promptTokens.length, checksum);
+      const shared = this.options.mutants?.sharedStaging === true; // mutation self-test hook: see test/mutants/
+      const source = shared ? stagedSource(pages, this.sharedStaging) : copyingSource(pages);
       const channel = await this.connect(job);
       const sender = new TransferSender(channel, job.ticket, {
         checksum: this.options.checksum,
@@ -265,11 +281,21 @@ function ticketMismatch(request: GenerationRequest, ticket: TransferTicket, pool
   return undefined;
 }
 
-/** Each page read through a private copy (see the file comment). */
+/** Each page read through a private copy (see the file comment); the checksums sealed on the pool's pages go along. */
 function copyingSource(source: KvPageSource): KvPageSource {
-  return {
-    pageCount: source.pageCount,
-    pageBytes: source.pageBytes,
-    pageView: (index) => source.pageView(index).slice(),
-  };
+  const { pageCount, pageBytes, checksums } = source;
+  return { pageCount, pageBytes, checksums, pageView: (index) => source.pageView(index).slice() };
+}
+
+/**
+ * mutation self-test hook: see test/mutants/ (the `sharedStaging` fault). Stages every page now, into `staging`
+ * (shared by all jobs, grown as needed), and reads it back at send time: whatever job staged last is what goes out.
+ */
+function stagedSource(source: KvPageSource, staging: Uint8Array[]): KvPageSource {
+  for (let index = 0; index < source.pageCount; index++) {
+    if (staging[index]?.byteLength !== source.pageBytes) staging[index] = new Uint8Array(source.pageBytes);
+    staging[index]!.set(source.pageView(index));
+  }
+  const { pageCount, pageBytes, checksums } = source;
+  return { pageCount, pageBytes, checksums, pageView: (index) => staging[index]!.slice() };
 }

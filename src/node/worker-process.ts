@@ -15,14 +15,19 @@ import { type ByteFaultPlan, withByteFaults } from '../transfer/fault-injection.
 import type { FrameChannel } from '../transfer/frame-channel.js';
 import { createPageChecksum } from '../transfer/page-checksum.js';
 import { TcpTransport } from '../transfer/tcp-transport.js';
-import { TransferReceiver } from '../transfer/transfer-receiver.js';
+import { TransferReceiver, type TransferReceiverMutants } from '../transfer/transfer-receiver.js';
 import type { TransferListener } from '../transfer/transport.js';
 import { ColocatedWorker } from './colocated-worker.js';
 import { ControlConnection } from './control-channel.js';
 import { type ControlMessage, endToWire, type WorkerHello, type WorkerRole } from './control-protocol.js';
 import { type DecodeRequestLink, DecodeWorker } from './decode-worker.js';
 import type { IncidentStore } from './incident-store.js';
-import { type PrefillRequestLink, PrefillWorker, type TestTransferFaults } from './prefill-worker.js';
+import {
+  type PrefillRequestLink,
+  PrefillWorker,
+  type PrefillWorkerMutants,
+  type TestTransferFaults,
+} from './prefill-worker.js';
 import { parseTestFaults } from './test-faults.js';
 import type { LogSink } from './worker.js';
 
@@ -58,6 +63,8 @@ export interface WorkerProcessConfig {
   incidents: IncidentStore;
   log: LogSink;
   env: NodeJS.ProcessEnv;
+  /** mutation self-test hook: see test/mutants/ (no production caller sets it) */
+  mutants?: { prefill?: PrefillWorkerMutants; receiver?: TransferReceiverMutants };
 }
 
 export interface RunningWorker {
@@ -162,6 +169,7 @@ async function startPrefill(
       for (const conn of connections) conn.send({ type: 'incident', incident });
     },
     log: config.log,
+    ...(config.mutants?.prefill !== undefined ? { mutants: config.mutants.prefill } : {}), // mutation self-test hook: see test/mutants/
   });
   const helloMessage = hello(capacity.provenContext);
   const control = await transport.listen(config.controlListen, (channel) =>
@@ -230,6 +238,7 @@ async function startDecode(
     checksum: await createPageChecksum(),
     clock: systemClock,
     idleTimeoutMs: config.idleTimeoutMs,
+    ...(config.mutants?.receiver !== undefined ? { mutants: config.mutants.receiver } : {}), // mutation self-test hook: see test/mutants/
   });
   const worker = new DecodeWorker({
     loop,

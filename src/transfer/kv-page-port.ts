@@ -21,5 +21,11 @@ export interface KvPageSink {
 export interface KvPageSource {
   readonly pageCount: number;
   readonly pageBytes: number;
+  /**
+   * Each page's checksum, sealed where the KV was computed (before any staging copy). The COMMIT's manifest digest is
+   * built from these, so it checks the KV end to end: a page whose bytes changed between the computation and the wire
+   * passes its PAGE checksum (which covers only the hop) but fails the digest.
+   */
+  readonly checksums: readonly bigint[];
   pageView(index: number): Uint8Array;
 }

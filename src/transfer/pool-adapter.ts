@@ -14,6 +14,7 @@ import type { PagePool, PageReservation } from '../kv/page-pool.js';
 import type { PageTable } from '../kv/page-table.js';
 import { assert } from '../util/assert.js';
 import type { KvPageSink, KvPageSource } from './kv-page-port.js';
+import type { PageChecksum } from './page-checksum.js';
 
 function pageBytesView(pool: PagePool, page: number): Uint8Array {
   const floats = pool.layout.floatsPerPage;
@@ -61,16 +62,23 @@ export function reserveTransferSink(
   return { sink, reservation, table, epoch };
 }
 
-/** Prefill side: the computed pages of a table, as the TransferSender reads them. Checks I3 once, up front. */
-export function tableTransferSource(pool: PagePool, table: PageTable, tokenCount: number): KvPageSource {
+/**
+ * Prefill side: the computed pages of a table, as the TransferSender reads them. Checks I3 once, up front, and seals
+ * every page's checksum right there: the pages are this request's, complete, and unchanged until it releases them, so
+ * these are the checksums of the KV exactly as prefill computed it (the end-to-end half of the digest, kv-page-port.ts).
+ */
+export function tableTransferSource(
+  pool: PagePool,
+  table: PageTable,
+  tokenCount: number,
+  checksum: PageChecksum,
+): KvPageSource {
   pool.checkReadable(table, tokenCount);
   const pageCount = pagesForTokens(pool.layout, tokenCount);
-  return {
-    pageCount,
-    pageBytes: pool.layout.floatsPerPage * 4,
-    pageView: (index) => {
-      assert(Number.isInteger(index) && index >= 0 && index < pageCount, `page index ${index} of ${pageCount}`);
-      return pageBytesView(pool, table.pages[index]!);
-    },
+  const pageView = (index: number) => {
+    assert(Number.isInteger(index) && index >= 0 && index < pageCount, `page index ${index} of ${pageCount}`);
+    return pageBytesView(pool, table.pages[index]!);
   };
+  const checksums = Array.from({ length: pageCount }, (_, index) => checksum.of(pageView(index)));
+  return { pageCount, pageBytes: pool.layout.floatsPerPage * 4, checksums, pageView };
 }

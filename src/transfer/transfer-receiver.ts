@@ -25,6 +25,14 @@ export interface TransferReceiverOptions {
   clock: Clock;
   /** longest gap allowed between two frames of a connection, and before its first one */
   idleTimeoutMs: number;
+  /** mutation self-test hook: see test/mutants/ (no production caller sets it) */
+  mutants?: TransferReceiverMutants;
+}
+
+/** Seeded isolation faults of the mutation self-test (test/mutants/README.md); no production caller sets any. */
+export interface TransferReceiverMutants {
+  /** I5's last check removed: a COMMIT is accepted whatever its manifest digest says */
+  digestUnchecked?: boolean;
 }
 
 export interface ExpectOptions {
@@ -101,10 +109,16 @@ export class TransferReceiver {
     const outcome = new Promise<TransferOutcome>((resolve) => {
       settle = resolve;
     });
-    const session = new ReceiveSession(ticket, sink, this.options.checksum, (o) => {
-      this.finish(ticket.request, o);
-      settle(o);
-    });
+    const session = new ReceiveSession(
+      ticket,
+      sink,
+      this.options.checksum,
+      (o) => {
+        this.finish(ticket.request, o);
+        settle(o);
+      },
+      this.options.mutants, // mutation self-test hook: see test/mutants/
+    );
     const cancelDeadline = this.options.clock.after(options.deadlineMs, () =>
       session.expire('deadline_exceeded', `no COMMIT within ${options.deadlineMs} ms`),
     );

@@ -3,6 +3,7 @@
  * waiting on backpressure, and counts the transfer done only when the receiver echoes the same COMMIT (same binding,
  * same digest). A receiver ABORT, a close without the echo, a drain or acknowledgement timeout, or the overall
  * deadline all reject with a TransferError: never a silent success. `abort` sends ABORT with a reason instead.
+ * Each PAGE's checksum covers the hop (the bytes sent); the COMMIT's digest covers the KV end to end (sealedDigest).
  */
 import { timingSafeEqual } from 'node:crypto';
 import { assert } from '../util/assert.js';
@@ -66,6 +67,7 @@ export class TransferSender {
     this.started = true;
     const t = this.ticket;
     assert(source.pageCount === t.pageCount && source.pageBytes === t.pageBytes, 'the source matches the ticket');
+    assert(source.checksums.length === t.pageCount, 'the source seals one checksum a page');
     assert(firstToken.top.length <= LIMITS.topLogprobsMax, 'top logprobs within bounds');
     const cancelDeadline = this.options.clock.after(this.options.deadlineMs, () =>
       this.stop(
@@ -75,20 +77,19 @@ export class TransferSender {
     try {
       this.check();
       await this.push(encodeHello(t));
-      const entries: ManifestEntry[] = [];
       for (let index = 0; index < t.pageCount; index++) {
         this.check();
         const bytes = source.pageView(index);
         assert(bytes.byteLength === t.pageBytes, `source page ${index} has the ticket's size`);
-        const entry = { index, tokenCount: pageTokenCount(t, index), checksum: this.options.checksum.of(bytes) };
-        entries.push(entry);
-        await this.push(encodePage(t, { ...entry, firstToken: index * t.pageSizeTokens }, bytes));
+        // hop integrity: the checksum of exactly the bytes put on the wire
+        const page = { index, firstToken: index * t.pageSizeTokens, tokenCount: pageTokenCount(t, index) };
+        await this.push(encodePage(t, { ...page, checksum: this.options.checksum.of(bytes) }, bytes));
       }
       this.check();
       this.commitSent = {
         pageCount: t.pageCount,
         tokenCount: t.tokenCount,
-        digest: manifestDigest(t, entries),
+        digest: sealedDigest(t, source),
         firstToken,
       };
       await this.push(encodeCommit(t, this.commitSent));
@@ -165,4 +166,17 @@ export class TransferSender {
   private check(): void {
     if (this.failure !== undefined) throw this.failure;
   }
+}
+
+/**
+ * End to end: the manifest lists the checksums sealed where the KV was computed (KvPageSource.checksums), not those of
+ * the bytes sent, so a page changed on its way to the wire (a staging mix-up) passes its PAGE check and fails the digest.
+ */
+function sealedDigest(t: TransferTicket, source: KvPageSource): Uint8Array {
+  const entries: ManifestEntry[] = source.checksums.map((checksum, index) => ({
+    index,
+    tokenCount: pageTokenCount(t, index),
+    checksum,
+  }));
+  return manifestDigest(t, entries);
 }

@@ -61,7 +61,14 @@ describe('kvfence audit against a fake endpoint', () => {
   const servers = new Map<FakeMode, FakeServer>();
   before(async () => {
     writeFileSync(keysPath, FAKE_KEYS_TEXT);
-    for (const mode of ['honest', 'leaky', 'oversize200', 'perturbUnderLoad', 'nondeterministic'] as const) {
+    for (const mode of [
+      'honest',
+      'leaky',
+      'oversize200',
+      'perturbUnderLoad',
+      'nondeterministic',
+      'brokenAfterCancel',
+    ] as const) {
       servers.set(mode, await startFakeServer({ mode, context: 160, inFlightMax: 12, tokenDelayMs: 1 }));
     }
   });
@@ -120,6 +127,19 @@ describe('kvfence audit against a fake endpoint', () => {
     assert.equal(f.kind, 'noninterference');
     assert.equal(f.evidence['field'], 'logprob');
     assert.notEqual(f.evidence['alone'], f.evidence['underLoad']);
+  });
+
+  it('reports a request of the same tenant broken right after a cancelled stream as an interruption finding', async () => {
+    const run = await audit(servers.get('brokenAfterCancel')!, { concurrency: 1 });
+    assert.equal(run.exitCode, AUDIT_EXIT.findings, run.stdout);
+    const broken = scenario(run.report, 'interruptions').findings.filter((f) => f.kind === 'interruption_wrong_status');
+    assert.ok(broken.length > 0, run.stdout);
+    for (const f of broken) assert.equal(f.evidence['status'], 500);
+    assert.ok(
+      broken.some((f) => f.tenants[0] === f.tenants[1]),
+      'a probe of the cancelled stream’s own tenant ran right after it',
+    );
+    assert.equal(scenario(run.report, 'noninterference').verdict, 'pass');
   });
 
   it('says "cannot certify" (not a leak) for an endpoint that is not deterministic even alone', async () => {

@@ -12,7 +12,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export type FakeMode = 'honest' | 'leaky' | 'oversize200' | 'perturbUnderLoad' | 'nondeterministic';
+export type FakeMode =
+  | 'honest'
+  | 'leaky'
+  | 'oversize200'
+  | 'perturbUnderLoad'
+  | 'nondeterministic'
+  /** a cancelled stream breaks its tenant's requests for 100 ms (500), as a zombie writing into freed pages would */
+  | 'brokenAfterCancel';
 
 export const FAKE_KEYS: Record<string, string> = { 'key-alpha-1111': 'alpha', 'key-beta-2222': 'beta' };
 export const FAKE_KEYS_TEXT = '# tenant key\nalpha key-alpha-1111\nbeta  key-beta-2222\n';
@@ -42,6 +49,7 @@ function hash(text: string): number {
 export async function startFakeServer(options: FakeServerOptions): Promise<FakeServer> {
   let inFlight = 0;
   const lastPrompt = new Map<string, string>();
+  const damagedUntil = new Map<string, number>(); // brokenAfterCancel: a tenant's requests fail until then
   const state = { served: 0 };
   const server: Server = createServer((req, res) => {
     handle(req, res).catch(() => {
@@ -81,6 +89,9 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       }
       count = 1; // the placeholder
     }
+    if ((damagedUntil.get(tenant) ?? 0) > Date.now()) {
+      return send(res, 500, { error: { message: 'KV isolation check failed', code: 'internal_error' } });
+    }
     inFlight++;
     state.served++;
     const crowded = inFlight > 1;
@@ -103,8 +114,13 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
         completion_tokens: pieces.length,
         total_tokens: promptTokens + pieces.length,
       };
-      if (body['stream'] === true) await stream(res, pieces, chat, usage);
-      else {
+      if (body['stream'] === true) {
+        if (options.mode === 'brokenAfterCancel')
+          res.on('close', () => {
+            if (!res.writableFinished) damagedUntil.set(tenant, Date.now() + 100);
+          });
+        await stream(res, pieces, chat, usage);
+      } else {
         await delay(options.tokenDelayMs * 2);
         send(res, 200, wholeBody(pieces, chat, usage));
       }

@@ -53,6 +53,21 @@ export const MUTANT_SERVER_DEFAULTS: MutantServerSettings = {
   waitingMax: 64,
 };
 
+/** The engine settings both mutant-server.ts and mutant-cluster.ts run with (field names as both option types spell them). */
+export function mutantEngineSettings(s: MutantServerSettings) {
+  return {
+    backend: selectBackend('reference', () => {}),
+    pageSize: 16,
+    pageCount: s.kvPages,
+    clampContext: false,
+    runningMax: s.runningMax,
+    waitingMax: s.waitingMax,
+    queueTimeoutMs: s.queueTimeoutMs,
+    prefillChunkTokens: 64,
+    stepTokenBudget: 256,
+  };
+}
+
 export interface MutantServer {
   url: string;
   worker: ColocatedWorker;
@@ -76,15 +91,7 @@ export async function startMutantServer(
   const incidents = new IncidentStore(join(dir, `incidents-${servers++}.sqlite`));
   const worker = new ColocatedWorker({
     model,
-    backend: selectBackend('reference', () => {}),
-    pageSize: 16,
-    pageCount: s.kvPages,
-    clampContext: false,
-    runningMax: s.runningMax,
-    waitingMax: s.waitingMax,
-    queueTimeoutMs: s.queueTimeoutMs,
-    prefillChunkTokens: 64,
-    stepTokenBudget: 256,
+    ...mutantEngineSettings(s),
     tenantLimits: { defaults: { concurrentRequestsMax: 64, kvPagesMax: s.kvPages }, overrides: new Map() },
     incidents,
     log: logger,

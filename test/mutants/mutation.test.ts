@@ -9,20 +9,16 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { AuditReport } from '../../src/audit/auditor.js';
-import { AUDIT_EXIT, type FindingKind } from '../../src/audit/findings.js';
+import { AUDIT_EXIT } from '../../src/audit/findings.js';
 import { describeRun, makeLiveTenants, runLiveAudit } from '../audit-live/live-audit-helpers.js';
+import { auditCase, caseTitle, type MutantCase } from './mutant-case.js';
 import { MUTANTS, type MutantServerSettings, type Mutants, startMutantServer } from './mutant-server.js';
 
 /** Admission waits end after 250 ms with 2 running: storms meet queue timeouts (what mutant (e) turns into 200s). */
 const TIGHT_QUEUE: Partial<MutantServerSettings> = { runningMax: 2, queueTimeoutMs: 250 };
 
-interface Case {
-  name: string;
-  mutants: Mutants;
+interface Case extends MutantCase<Mutants> {
   settings?: Partial<MutantServerSettings>;
-  /** finding kinds of which at least one must be reported (undefined: the audit must be clean) */
-  caughtBy?: readonly FindingKind[];
 }
 
 const CASES: readonly Case[] = [
@@ -42,33 +38,9 @@ const CASES: readonly Case[] = [
   },
 ];
 
-function kindsOf(report: AuditReport): Set<FindingKind> {
-  return new Set(report.scenarios.flatMap((s) => s.findings.map((f) => f.kind)));
-}
-
 describe('mutation self-test: the auditor against seeded isolation mutants', { timeout: 300_000 }, () => {
   for (const c of CASES) {
-    it(`${c.name}: ${c.caughtBy === undefined ? 'clean (exit 0)' : `flagged (exit 4: ${c.caughtBy.join(' | ')})`}`, async () => {
-      const tenants = makeLiveTenants(2);
-      const server = await startMutantServer(c.mutants, tenants.serverKeysPath, c.settings);
-      try {
-        const run = await runLiveAudit(server.url, tenants.auditKeysPath);
-        const kinds = kindsOf(run.report);
-        if (c.caughtBy === undefined) {
-          assert.equal(run.exitCode, AUDIT_EXIT.clean, describeRun(run));
-          assert.equal(server.incidents.list().length, 0, 'no isolation incident on the real server');
-        } else {
-          assert.equal(run.exitCode, AUDIT_EXIT.findings, describeRun(run));
-          assert.ok(
-            c.caughtBy.some((k) => kinds.has(k)),
-            `expected one of ${c.caughtBy.join(', ')}; got ${[...kinds].join(', ')}`,
-          );
-        }
-        assert.ok(!kinds.has('canary_leak'), 'no mutant here can make the random-weight model spell a marker');
-      } finally {
-        await server.close();
-      }
-    });
+    it(caseTitle(c), () => auditCase(c, (keys) => startMutantServer(c.mutants, keys, c.settings)));
   }
 
   it('(c) stale_epoch: black-box equivalent; the owner and state checks stop every stale table', async () => {

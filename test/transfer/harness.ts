@@ -11,7 +11,11 @@ import type { FrameChannel } from '../../src/transfer/frame-channel.js';
 import type { KvPageSink, KvPageSource } from '../../src/transfer/kv-page-port.js';
 import type { PageChecksum } from '../../src/transfer/page-checksum.js';
 import type { TransferOutcome } from '../../src/transfer/receive-session.js';
-import { type TransferHandle, TransferReceiver } from '../../src/transfer/transfer-receiver.js';
+import {
+  type TransferHandle,
+  TransferReceiver,
+  type TransferReceiverMutants,
+} from '../../src/transfer/transfer-receiver.js';
 import { type SendResult, TransferSender } from '../../src/transfer/transfer-sender.js';
 import type { TransferListener, TransferTransport } from '../../src/transfer/transport.js';
 import type { FirstToken } from '../../src/transfer/wire-format.js';
@@ -123,9 +127,16 @@ export class TestSink implements KvPageSink {
   }
 }
 
-export function randomSource(pageCount: number, pageBytes: number): KvPageSource & { all: Uint8Array } {
+/** Random pages, their checksums sealed up front (as prefill seals them where it computed the KV). */
+export function randomSource(
+  pageCount: number,
+  pageBytes: number,
+  checksum: PageChecksum,
+): KvPageSource & { all: Uint8Array } {
   const all = new Uint8Array(randomBytes(pageCount * pageBytes));
-  return { pageCount, pageBytes, all, pageView: (i) => all.subarray(i * pageBytes, (i + 1) * pageBytes) };
+  const pageView = (i: number) => all.subarray(i * pageBytes, (i + 1) * pageBytes);
+  const checksums = Array.from({ length: pageCount }, (_, i) => checksum.of(pageView(i)));
+  return { pageCount, pageBytes, all, checksums, pageView };
 }
 
 export const FIRST_TOKEN: FirstToken = {
@@ -148,12 +159,20 @@ export interface World {
 export async function makeWorld(
   transport: TransferTransport,
   checksum: PageChecksum,
-  options: { pageCount?: number; pageBytes?: number; idleTimeoutMs?: number; clock?: Clock; address?: string } = {},
+  options: {
+    pageCount?: number;
+    pageBytes?: number;
+    idleTimeoutMs?: number;
+    clock?: Clock;
+    address?: string;
+    mutants?: TransferReceiverMutants;
+  } = {},
 ): Promise<World> {
   const receiver = new TransferReceiver({
     checksum,
     clock: options.clock ?? systemClock,
     idleTimeoutMs: options.idleTimeoutMs ?? 2_000,
+    ...(options.mutants !== undefined ? { mutants: options.mutants } : {}),
   });
   const pool = new TestPool(options.pageCount ?? 64, options.pageBytes ?? 4096);
   const listener = await transport.listen(options.address ?? 'decode-0', (channel) => receiver.accept(channel));
@@ -184,7 +203,13 @@ export function startTransfer(
   request: string,
   tokenCount: number,
   wrap: (channel: FrameChannel) => FrameChannel = (c) => c,
-  options: { deadlineMs?: number; tenant?: string; transport?: TransferTransport } = {},
+  options: {
+    deadlineMs?: number;
+    tenant?: string;
+    transport?: TransferTransport;
+    /** the prefill side's pages (default: random ones, randomSource) */
+    source?: (pageCount: number, pageBytes: number) => KvPageSource & { all: Uint8Array };
+  } = {},
 ): Transfer {
   const pageCount = Math.ceil(tokenCount / PAGE_SIZE_TOKENS);
   const sink = world.pool.reserve(pageCount);
@@ -197,7 +222,7 @@ export function startTransfer(
     sink,
     deadlineMs: options.deadlineMs ?? 10_000,
   });
-  const source = randomSource(pageCount, world.pool.pageBytes);
+  const source = (options.source ?? ((n, b) => randomSource(n, b, checksum)))(pageCount, world.pool.pageBytes);
   const sent = (options.transport ?? world.transport).connect(world.listener.address).then((channel) => {
     const sender = new TransferSender(wrap(channel), handle.ticket, {
       checksum,

@@ -289,7 +289,7 @@ test('TransferReceiver agrees with the protocol model on random command sequence
       const pageCounts = tokens.map((n) => Math.ceil(n / PAGE_SIZE_TOKENS));
       const sinks: TestSink[] = [];
       const handles: TransferHandle[] = [];
-      const sources = pageCounts.map((n) => randomSource(n, PAGE_BYTES));
+      const sources = pageCounts.map((n) => randomSource(n, PAGE_BYTES, checksum));
       tokens.forEach((tokenCount, i) => {
         const sink = pool.reserve(pageCounts[i]!);
         sinks.push(sink);
