@@ -211,12 +211,7 @@ export class PrefillWorker {
       const shared = this.options.mutants?.sharedStaging === true; // mutation self-test hook: see test/mutants/
       const source = shared ? stagedSource(pages, this.sharedStaging) : copyingSource(pages);
       const channel = await this.connect(job);
-      const sender = new TransferSender(channel, job.ticket, {
-        checksum: this.options.checksum,
-        clock: this.options.clock,
-        deadlineMs: this.options.transferDeadlineMs,
-        idleTimeoutMs: this.options.idleTimeoutMs,
-      });
+      const sender = this.newSender(channel, job.ticket);
       job.sender = sender;
       if (job.cancelled) sender.abort('request_cancelled', 'the request was cancelled');
       await sender.send(source, prefilled.first);
@@ -250,17 +245,16 @@ export class PrefillWorker {
     return new FaultyFrameChannel(channel, frames);
   }
 
+  private newSender(channel: FrameChannel, ticket: TransferTicket): TransferSender {
+    const { checksum, clock, transferDeadlineMs, idleTimeoutMs } = this.options;
+    return new TransferSender(channel, ticket, { checksum, clock, deadlineMs: transferDeadlineMs, idleTimeoutMs });
+  }
+
   /** Best effort: tell the decode side this job will not come, so its reservation ends now rather than at its deadline. */
   private async abortAtDecode(job: Job, error: KvfenceError): Promise<void> {
     try {
       const channel = await this.options.transport.connect(job.decodeAddress);
-      const sender = new TransferSender(channel, job.ticket, {
-        checksum: this.options.checksum,
-        clock: this.options.clock,
-        deadlineMs: this.options.transferDeadlineMs,
-        idleTimeoutMs: this.options.idleTimeoutMs,
-      });
-      sender.abort(error.code, error.message.slice(0, 512));
+      this.newSender(channel, job.ticket).abort(error.code, error.message.slice(0, 512));
     } catch (e) {
       this.options.log.warn(
         { request: job.request.id, err: errorMessage(e) },

@@ -13,7 +13,7 @@ import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-c
 import { TcpTransport } from '../../src/transfer/tcp-transport.js';
 import { TransferError } from '../../src/transfer/transfer-error.js';
 import type { TransportOptions } from '../../src/transfer/transport.js';
-import { makeWorld, PAGE_SIZE_TOKENS, SECRET, startTransfer, type World } from './harness.js';
+import { expectTransfer, makeWorld, PAGE_SIZE_TOKENS, SECRET, startTransfer, type World } from './harness.js';
 
 let checksum: PageChecksum;
 before(async () => {
@@ -40,17 +40,7 @@ function rawSession(address: string, bytes: Uint8Array): Promise<void> {
 }
 
 function expectIdle(w: World) {
-  const sink = w.pool.reserve(2);
-  const handle = w.receiver.expect({
-    request: 'req-live',
-    tenant: 'tenant-a',
-    epoch: 1,
-    tokenCount: 2 * PAGE_SIZE_TOKENS,
-    pageSizeTokens: PAGE_SIZE_TOKENS,
-    sink,
-    deadlineMs: 10_000,
-  });
-  return { sink, handle };
+  return expectTransfer(w, 'req-live', 2 * PAGE_SIZE_TOKENS);
 }
 
 test('a peer with the wrong secret is refused and writes no page', async () => {

@@ -5,7 +5,7 @@ import { systemClock } from '../../src/transfer/clock.js';
 import { MemoryNetwork, MemoryTransport } from '../../src/transfer/memory-transport.js';
 import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
 import { encodeAbort } from '../../src/transfer/wire-format.js';
-import { makeWorld, PAGE_SIZE_TOKENS, SECRET, type World } from './harness.js';
+import { expectTransfer, makeWorld, PAGE_SIZE_TOKENS, SECRET, type World } from './harness.js';
 
 let checksum: PageChecksum;
 let world: World;
@@ -24,17 +24,7 @@ before(async () => {
 after(() => world.close());
 
 function expect(request: string) {
-  const sink = world.pool.reserve(2);
-  const handle = world.receiver.expect({
-    request,
-    tenant: 'tenant-a',
-    epoch: sink.id,
-    tokenCount: 2 * PAGE_SIZE_TOKENS,
-    pageSizeTokens: PAGE_SIZE_TOKENS,
-    sink,
-    deadlineMs: 5_000,
-  });
-  return { sink, handle };
+  return expectTransfer(world, request, 2 * PAGE_SIZE_TOKENS, { deadlineMs: 5_000 });
 }
 
 test('an ABORT as the first frame ends the transfer with the sender’s own code, pages scrubbed', async () => {

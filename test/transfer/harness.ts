@@ -196,6 +196,26 @@ export interface Transfer {
   readonly outcome: Promise<TransferOutcome>;
 }
 
+/** The decode side alone: reserves the pages `tokenCount` tokens need and expects their transfer. */
+export function expectTransfer(
+  world: World,
+  request: string,
+  tokenCount: number,
+  options: { deadlineMs?: number; tenant?: string } = {},
+): { sink: TestSink; handle: TransferHandle } {
+  const sink = world.pool.reserve(Math.ceil(tokenCount / PAGE_SIZE_TOKENS));
+  const handle = world.receiver.expect({
+    request,
+    tenant: options.tenant ?? 'tenant-a',
+    epoch: sink.id,
+    tokenCount,
+    pageSizeTokens: PAGE_SIZE_TOKENS,
+    sink,
+    deadlineMs: options.deadlineMs ?? 10_000,
+  });
+  return { sink, handle };
+}
+
 /** Reserves on the decode side, then connects and pushes from a prefill side through `wrap` (faults, recording). */
 export function startTransfer(
   world: World,
@@ -212,16 +232,7 @@ export function startTransfer(
   } = {},
 ): Transfer {
   const pageCount = Math.ceil(tokenCount / PAGE_SIZE_TOKENS);
-  const sink = world.pool.reserve(pageCount);
-  const handle = world.receiver.expect({
-    request,
-    tenant: options.tenant ?? 'tenant-a',
-    epoch: sink.id,
-    tokenCount,
-    pageSizeTokens: PAGE_SIZE_TOKENS,
-    sink,
-    deadlineMs: options.deadlineMs ?? 10_000,
-  });
+  const { sink, handle } = expectTransfer(world, request, tokenCount, options);
   const source = (options.source ?? ((n, b) => randomSource(n, b, checksum)))(pageCount, world.pool.pageBytes);
   const sent = (options.transport ?? world.transport).connect(world.listener.address).then((channel) => {
     const sender = new TransferSender(wrap(channel), handle.ticket, {
