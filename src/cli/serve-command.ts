@@ -44,6 +44,8 @@ export interface ServeConfig {
   tenantConcurrentMax: number;
   /** default per-tenant page quota; undefined: the whole pool */
   tenantKvPages?: number;
+  /** pages each tenant's prefix cache may hold; undefined or 0: no prefix cache */
+  prefixCachePages?: number;
   incidentsDb: string;
   requestTimeoutMs: number;
   /** pino level: info, warn, error, debug or silent */
@@ -109,6 +111,7 @@ export async function startServer(
       },
       incidents,
       log: logger,
+      ...(config.prefixCachePages !== undefined ? { prefixCachePages: config.prefixCachePages } : {}),
       ...(config.unchecked === true ? { unchecked: true } : {}),
       ...(config.now !== undefined ? { now: config.now } : {}),
     });
@@ -130,6 +133,8 @@ export async function startServer(
   announce(
     `kvfence: KV pool ${pageCount} pages × ${config.pageSize} tokens (${((pageCount * pageBytes) / 2 ** 20).toFixed(1)} MiB); ${worker.capacity.summary}`,
   );
+  if ((config.prefixCachePages ?? 0) > 0)
+    announce(`kvfence: prefix cache on: up to ${config.prefixCachePages} pages a tenant, reused only by that tenant`);
   if (tenants.devMode)
     announce(
       'kvfence: DEV MODE: no --api-keys given: single tenant "dev", no authentication. Do not expose this port.',
@@ -179,6 +184,7 @@ interface ServeCliOptions {
   stepTokens: number;
   tenantMaxConcurrent: number;
   tenantKvPages?: number;
+  prefixCachePages?: number;
   incidentsDb?: string;
   requestTimeoutMs: number;
   logLevel: string;
@@ -255,6 +261,11 @@ export function addServeCommand(program: Command): void {
       int(1, LIMITS.kvPagesMax),
     )
     .option(
+      '--prefix-cache-pages <n>',
+      "pages of prompt KV each tenant's prefix cache may hold; a tenant's requests reuse only its own (default 0: off; not with --disaggregated)",
+      int(0, LIMITS.kvPagesMax),
+    )
+    .option(
       '--incidents-db <path>',
       'SQLite file of isolation incidents (default: $XDG_STATE_HOME/kvfence/incidents.sqlite)',
     )
@@ -271,6 +282,8 @@ export function addServeCommand(program: Command): void {
     .action(async (o: ServeCliOptions) => {
       const announce = (line: string) => process.stdout.write(`${line}\n`);
       const config = configFromCli(o);
+      if (o.disaggregated === true && (config.prefixCachePages ?? 0) > 0)
+        throw new KvfenceError('invalid_argument', '--prefix-cache-pages is not supported with --disaggregated');
       const server =
         o.disaggregated === true
           ? await startDisaggregatedServer(disaggregatedConfig(config, o.prefill, o.decode, 'inherit'), announce)
@@ -351,6 +364,7 @@ function configFromCli(o: ServeCliOptions): ServeConfig {
     stepTokens: o.stepTokens,
     tenantConcurrentMax: o.tenantMaxConcurrent,
     ...(o.tenantKvPages !== undefined ? { tenantKvPages: o.tenantKvPages } : {}),
+    ...(o.prefixCachePages !== undefined ? { prefixCachePages: o.prefixCachePages } : {}),
     incidentsDb: o.incidentsDb ?? defaultIncidentsPath(),
     requestTimeoutMs: o.requestTimeoutMs,
     logLevel: o.logLevel,

@@ -7,7 +7,8 @@ import type { ForwardOutput, ForwardPass } from '../compute/forward.js';
 import { KvIsolationError } from '../kv/isolation-error.js';
 import { pagesForTokens } from '../kv/kv-layout.js';
 import type { PagePool, PageReservation } from '../kv/page-pool.js';
-import type { PageTable } from '../kv/page-table.js';
+import { newPageTable, type PageTable } from '../kv/page-table.js';
+import type { PrefixCache } from '../kv/prefix-cache.js';
 import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { type EngineConfig, validateEngineConfig } from './engine-config.js';
@@ -21,6 +22,8 @@ export interface EngineStats {
   waiting: number;
   pagesTotal: number;
   pagesFree: number;
+  /** pages the prefix cache holds (absent without one) */
+  pagesCached?: number;
   /** per tenant: waiting + running requests, and pages held */
   tenants: Map<string, { requests: number; pages: number }>;
 }
@@ -31,6 +34,13 @@ export interface EngineMutants {
   cancelLeavesRunning?: boolean;
   /** (e): a failed or aborted request ends as finished ('length') with what it generated so far */
   abortAsSuccess?: boolean;
+}
+
+export interface EngineOptions {
+  /** the tenant-scoped prefix cache over the forward pass's pool (none: every prompt is computed in full) */
+  prefixCache?: PrefixCache;
+  /** mutation self-test hook: see test/mutants/ (no production caller passes it) */
+  mutants?: EngineMutants;
 }
 
 /** What a decode worker hands the engine once a transfer committed (see `Engine.adoptTransferred`). */
@@ -50,15 +60,18 @@ export class Engine {
   private readonly running: Sequence[] = [];
   private readonly tenantRequests = new Map<string, number>();
   private readonly pool: PagePool;
+  private readonly prefixCache: PrefixCache | undefined;
+  private readonly mutants: EngineMutants;
 
   constructor(
     readonly config: EngineConfig,
     private readonly forward: ForwardPass,
-    /** mutation self-test hook: see test/mutants/ (no production caller passes it) */
-    private readonly mutants: EngineMutants = {},
+    options: EngineOptions = {},
   ) {
     validateEngineConfig(config);
     this.pool = forward.pool;
+    this.prefixCache = options.prefixCache;
+    this.mutants = options.mutants ?? {}; // mutation self-test hook: see test/mutants/
     // I1 again where the pages are: the largest accepted request fits the pool.
     assert(
       pagesForTokens(this.pool.layout, config.provenContext) <= this.pool.pageCount,
@@ -179,7 +192,8 @@ export class Engine {
       const out = outputs[i]!;
       if (!out.ok) this.failForward(seq, out.error, nowMs, events);
       else if (seq.state === 'prefilling' && seq.table!.writtenTokens < seq.request.promptTokens.length) return;
-      else this.sampleNext(seq, out.logits, events);
+      else if (seq.state === 'decoding' || this.publishPrefix(seq, nowMs, events))
+        this.sampleNext(seq, out.logits, events);
     });
     return events;
   }
@@ -200,6 +214,7 @@ export class Engine {
       waiting: this.waiting.length,
       pagesTotal: this.pool.pageCount,
       pagesFree: this.pool.freePageCount,
+      ...(this.prefixCache !== undefined ? { pagesCached: this.prefixCache.pageCount } : {}),
       tenants,
     };
   }
@@ -215,11 +230,28 @@ export class Engine {
   }
 
   private admit(): void {
-    for (const seq of pickAdmissions(this.config, this.waiting, this.running.length, this.pool)) {
-      const reservation = this.pool.reserve({ tenant: seq.tenant, request: seq.id }, seq.pagesNeeded);
+    const cache = this.prefixCache;
+    const pages = {
+      free: this.pool.freePageCount + (cache?.evictablePages ?? 0),
+      ofTenant: (tenant: string) => this.pool.pagesOfTenant(tenant) - (cache?.pagesOf(tenant) ?? 0),
+    };
+    for (const seq of pickAdmissions(this.config, this.waiting, this.running.length, pages)) {
+      const table = newPageTable({ tenant: seq.tenant, request: seq.id });
+      if (cache !== undefined) {
+        // Cached pages of the prompt's head, never all of it: the last prompt token is computed for its logits.
+        const prompt = seq.request.promptTokens;
+        seq.prefixKeys = cache.keysOf(seq.tenant, prompt);
+        seq.prefixHits = cache.attach(
+          table,
+          seq.prefixKeys,
+          Math.floor((prompt.length - 1) / this.pool.layout.pageSize),
+        );
+        assert(cache.makeRoom(seq.pagesNeeded - table.sharedPages), 'admission counted the evictable cached pages');
+      }
+      const reservation = this.pool.reserve(table.owner, seq.pagesNeeded - table.sharedPages);
       assert(reservation !== undefined, 'admission checked the free pages');
       seq.reservation = reservation;
-      seq.table = this.pool.acquire(reservation);
+      seq.table = this.pool.acquire(reservation, table);
       seq.state = 'prefilling';
       this.waiting.splice(this.waiting.indexOf(seq), 1);
       this.running.push(seq);
@@ -251,6 +283,19 @@ export class Engine {
     }
     seq.nextInput = id;
     seq.state = 'decoding';
+  }
+
+  /** Caches the prompt's pages once they are computed; false (the request failed) when a page fails its I3 check. */
+  private publishPrefix(seq: Sequence, nowMs: number, events: EngineEvent[]): boolean {
+    if (this.prefixCache === undefined) return true;
+    try {
+      this.prefixCache.publish(seq.table!, seq.prefixKeys);
+      return true;
+    } catch (error) {
+      if (!(error instanceof KvIsolationError)) throw error;
+      this.failForward(seq, error, nowMs, events);
+      return false;
+    }
   }
 
   private failForward(seq: Sequence, error: KvfenceError, nowMs: number, events: EngineEvent[]): void {
@@ -301,6 +346,8 @@ export class Engine {
     queue.splice(index, 1);
     if (seq.reservation !== undefined) this.pool.release(seq.reservation);
     if (seq.extraReservation !== undefined) this.pool.release(seq.extraReservation);
+    this.prefixCache?.detach(seq.prefixHits);
+    seq.prefixHits = [];
     seq.table = undefined;
     const left = (this.tenantRequests.get(seq.tenant) ?? 0) - 1;
     assert(left >= 0, 'tenant request counts stay non-negative');

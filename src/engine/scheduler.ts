@@ -11,33 +11,39 @@
  * prompt chunks of at most prefillChunkTokens from what is left of the step token budget.
  */
 import type { ForwardInput } from '../compute/forward.js';
-import type { PagePool } from '../kv/page-pool.js';
 import { assert } from '../util/assert.js';
 import type { EngineConfig } from './engine-config.js';
 import type { Sequence } from './sequence.js';
+
+/** The pages admission may hand out now, and what each tenant's running requests hold (its quota's measure). */
+export interface AdmissionPages {
+  /** free pages, plus cached pages that can be evicted */
+  free: number;
+  ofTenant(tenant: string): number;
+}
 
 /** The waiting sequences to admit now, in order. */
 export function pickAdmissions(
   config: EngineConfig,
   waiting: readonly Sequence[],
   runningCount: number,
-  pool: PagePool,
+  pages: AdmissionPages,
 ): Sequence[] {
   const admitted: Sequence[] = [];
   const blockedTenants = new Set<string>();
   const pagesAdded = new Map<string, number>();
-  let free = pool.freePageCount;
+  let free = pages.free;
   for (const seq of waiting) {
     if (runningCount + admitted.length >= config.runningMax) break;
     if (blockedTenants.has(seq.tenant)) continue;
-    const tenantPages = pool.pagesOfTenant(seq.tenant) + (pagesAdded.get(seq.tenant) ?? 0);
+    const tenantPages = pages.ofTenant(seq.tenant) + (pagesAdded.get(seq.tenant) ?? 0);
     if (tenantPages + seq.pagesNeeded > config.tenantLimits(seq.tenant).kvPagesMax) {
       blockedTenants.add(seq.tenant); // keeps the tenant's own order: its later requests do not pass this one
       continue;
     }
     if (seq.pagesNeeded > free) break;
     free -= seq.pagesNeeded;
-    pagesAdded.set(seq.tenant, tenantPages + seq.pagesNeeded - pool.pagesOfTenant(seq.tenant));
+    pagesAdded.set(seq.tenant, tenantPages + seq.pagesNeeded - pages.ofTenant(seq.tenant));
     admitted.push(seq);
   }
   return admitted;

@@ -9,6 +9,7 @@
  */
 import type { PageReservation } from '../kv/page-pool.js';
 import type { PageTable } from '../kv/page-table.js';
+import type { CachedPage } from '../kv/prefix-cache.js';
 import type { GenerationRequest } from './request.js';
 import { Sampler } from './sampler.js';
 
@@ -20,6 +21,9 @@ export class Sequence {
   /** a decode worker's sequence: the pages for generated tokens, reserved apart from the transferred prompt pages */
   extraReservation: PageReservation | undefined;
   table: PageTable | undefined;
+  /** with a prefix cache: the chain keys of the prompt's whole pages, and the cached pages it reads (pinned) */
+  prefixKeys: string[] = [];
+  prefixHits: CachedPage[] = [];
   /** the last sampled token, fed to the model in the next step */
   nextInput: number | undefined;
   generatedCount = 0;

@@ -47,6 +47,11 @@ export class GatewayMetrics {
     });
     gauge('kvfence_kv_pages_total', 'KV pages in the pool.', () => worker.stats().pagesTotal);
     gauge('kvfence_kv_pages_free', 'Free KV pages (scrubbed, unowned).', () => worker.stats().pagesFree);
+    gauge(
+      'kvfence_kv_pages_cached',
+      "KV pages held by the tenants' prefix caches (evicted when admission needs them).",
+      () => worker.stats().pagesCached ?? 0,
+    );
     const workers = worker.workers?.bind(worker);
     if (workers !== undefined) {
       const perWorker = (name: string, help: string, read: (w: WorkerStatus) => number | undefined) =>

@@ -121,6 +121,7 @@ class Harness {
           pages: [...g.pages],
           epochs: [...g.epochs],
           writtenTokens: g.table!.writtenTokens,
+          sharedPages: 0,
         };
         this.expectViolation(forged, g.table!.writtenTokens);
         return;

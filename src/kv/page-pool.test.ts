@@ -76,7 +76,8 @@ test('a reserved page is not readable until acquired, and a corrupted table cann
   const owner = { tenant: 'x', request: 'a' };
   const r = pool.reserve(owner, 2)!;
   assert.throws(
-    () => pool.checkReadable({ owner, pages: [...r.pages], epochs: [...r.epochs], writtenTokens: 0 }, 1),
+    () =>
+      pool.checkReadable({ owner, pages: [...r.pages], epochs: [...r.epochs], writtenTokens: 0, sharedPages: 0 }, 1),
     isViolation(/not active|only 0/),
   );
   const table = pool.acquire(r);

@@ -10,12 +10,13 @@
  * Isolation (DESIGN I3, I4): a page is granted to exactly one owner; releasing it zeroes its floats and bumps its epoch
  * before it can be granted again; `checkReadable` is the only way a reader is cleared to attend over a page table.
  * The pool keeps its own record of every grant (the `PageReservation`), so a corrupted page table can neither free a
- * page it does not own nor make the owner's pages leak (I8).
+ * page it does not own nor make the owner's pages leak (I8). A tenant's prefix-cache pages (owner `shared`) are read
+ * through the leading `sharedPages` of a table of the same tenant, never written through one (I9).
  */
 import { assert } from '../util/assert.js';
 import { KvIsolationError } from './isolation-error.js';
 import type { KvLayout } from './kv-layout.js';
-import type { PageOwner } from './page-owner.js';
+import { type PageOwner, sameOwner } from './page-owner.js';
 import { newPageTable, type PageTable } from './page-table.js';
 
 export interface PagePoolOptions {
@@ -136,8 +137,8 @@ export class PagePool {
     const r = reservation as MutableReservation;
     assert(r.state === 'reserved', `acquire of a reservation in state ${r.state}`);
     assert(
-      table.owner === r.owner && table.pages.length === 0,
-      'a reservation is acquired into an empty table of its owner',
+      table.owner === r.owner && table.pages.length === table.sharedPages,
+      'a reservation is acquired into a table of its owner that holds no own pages yet',
     );
     r.pages.forEach((page, i) => {
       this.assertHeld(page, r.owner, r.epochs[i]!);
@@ -205,9 +206,10 @@ export class PagePool {
       if (!Number.isInteger(page) || page < 0 || page >= this.pageCount)
         this.violation(table, i, 'page id out of range');
       const owner = this.owners[page];
-      if (owner === undefined || owner.tenant !== table.owner.tenant || owner.request !== table.owner.request) {
-        this.violation(table, i, 'page owned by someone else');
-      }
+      // a shared prefix page: any owner of the table's tenant's cache; an own page: exactly the table's owner (I9, I3)
+      const mine =
+        i < table.sharedPages ? owner?.shared === true : owner !== undefined && sameOwner(owner, table.owner);
+      if (!mine || owner?.tenant !== table.owner.tenant) this.violation(table, i, 'page owned by someone else');
       // mutation self-test hook: see test/mutants/
       if (this.epochs[page] !== table.epochs[i] && this.mutants.epochUnchecked !== true)
         this.violation(table, i, 'stale epoch: the page was freed and reused');
@@ -226,6 +228,7 @@ export class PagePool {
     assert(tokenCount <= table.pages.length * pageSize, 'writing past the granted pages');
     assert(tokenCount >= table.writtenTokens, 'written counts only grow');
     for (let i = Math.floor(table.writtenTokens / pageSize); i < Math.ceil(tokenCount / pageSize); i++) {
+      assert(i >= table.sharedPages, 'a shared prefix page is never written');
       const page = table.pages[i]!;
       if (this.mutants.ownershipUnchecked !== true) {
         // mutation self-test hook: see test/mutants/
@@ -235,6 +238,21 @@ export class PagePool {
       this.written[page] = Math.min(pageSize, tokenCount - i * pageSize);
     }
     table.writtenTokens = tokenCount;
+  }
+
+  /**
+   * Copies the full page `index` of `from` (checked readable) into the next unwritten page of `to`, which is then
+   * written up to that page's end: how a prefix cache takes a copy of a request's prompt page.
+   */
+  copyPage(from: PageTable, index: number, to: PageTable): void {
+    const { pageSize, floatsPerPage } = this.layout;
+    this.checkReadable(from, (index + 1) * pageSize);
+    assert(to.writtenTokens % pageSize === 0, 'a page is copied into a fresh page');
+    const target = to.pages[to.writtenTokens / pageSize];
+    assert(target !== undefined, 'copying past the granted pages');
+    const source = from.pages[index]! * floatsPerPage;
+    this.arena.copyWithin(target * floatsPerPage, source, source + floatsPerPage);
+    this.markWritten(to, to.writtenTokens + pageSize);
   }
 
   /** Owner of a page, for incident records and tests. */

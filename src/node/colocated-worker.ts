@@ -13,6 +13,7 @@ import { type CapacityProof, proveCapacity } from '../kv/capacity.js';
 import { makeKvLayout } from '../kv/kv-layout.js';
 import { ownerLabel } from '../kv/page-owner.js';
 import { PagePool, type PagePoolMutants } from '../kv/page-pool.js';
+import { PrefixCache, type PrefixCacheMutants } from '../kv/prefix-cache.js';
 import type { LoadedModel } from '../model/load-model.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { IncidentStore } from './incident-store.js';
@@ -44,17 +45,21 @@ export interface ColocatedWorkerOptions {
   tenantLimits: TenantLimitTable;
   incidents: IncidentStore;
   log: LogSink;
+  /** pages of prompt KV each tenant's prefix cache may hold (0 or absent: no prefix cache) */
+  prefixCachePages?: number;
   /** benchmarks only: no ownership checks, no scrubbing */
   unchecked?: boolean;
   now?: () => number;
   /** mutation self-test hook: see test/mutants/ (seeded isolation faults; `kvfence serve` never sets it) */
-  mutants?: { pool?: PagePoolMutants; engine?: EngineMutants };
+  mutants?: { pool?: PagePoolMutants; engine?: EngineMutants; prefixCache?: PrefixCacheMutants };
 }
 
 export class ColocatedWorker implements InferenceWorker {
   readonly pool: PagePool;
   readonly engine: Engine;
   readonly capacity: CapacityProof;
+  /** the tenants' prefix cache (undefined: none) */
+  readonly prefixCache: PrefixCache | undefined;
   private readonly sinks = new Map<string, GenerationSink>();
   private readonly incidentListeners: ((incident: IsolationIncident) => void)[] = [];
   private readonly now: () => number;
@@ -81,6 +86,10 @@ export class ColocatedWorker implements InferenceWorker {
       ...(options.unchecked === true ? { unchecked: true } : {}),
       ...(options.mutants?.pool !== undefined ? { mutants: options.mutants.pool } : {}), // mutation self-test hook: see test/mutants/
     });
+    const cachePages = options.prefixCachePages ?? 0;
+    const prefixCache =
+      cachePages > 0 ? new PrefixCache(this.pool, cachePages, options.mutants?.prefixCache) : undefined; // mutation self-test hook: see test/mutants/
+    this.prefixCache = prefixCache;
     this.engine = new Engine(
       {
         provenContext: this.capacity.provenContext,
@@ -94,7 +103,10 @@ export class ColocatedWorker implements InferenceWorker {
         isStopToken: (id) => model.tokenizer.isEndOfGeneration(id),
       },
       new ForwardPass(model, options.backend, this.pool),
-      options.mutants?.engine, // mutation self-test hook: see test/mutants/
+      {
+        ...(prefixCache !== undefined ? { prefixCache } : {}),
+        ...(options.mutants?.engine !== undefined ? { mutants: options.mutants.engine } : {}), // mutation self-test hook: see test/mutants/
+      },
     );
     this.now = options.now ?? Date.now;
   }

@@ -20,6 +20,8 @@ export interface MutantCase<M> {
 export interface AuditedServer {
   url: string;
   incidents: IncidentStore;
+  /** after the audit: asserts the audit's traffic reached what the case exercises (a prefix cache's evictions) */
+  checkExercised?(): void;
   close(): Promise<void>;
 }
 
@@ -53,6 +55,7 @@ export async function auditCase<M>(
     }
     assert.ok(!kinds.has('canary_leak'), 'no mutant here can make the random-weight model spell a marker');
     for (const kind of c.never ?? []) assert.ok(!kinds.has(kind), `${kind} reported: ${describeRun(run)}`);
+    server.checkExercised?.();
   } finally {
     await server.close();
   }

@@ -4,6 +4,7 @@
  * code never builds a server this way: `kvfence serve` has no flag, environment variable or config field that reaches
  * the `mutants` options, and no module under src/ imports this folder (mutants-unreachable.test.ts checks both).
  */
+import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { selectBackend } from '../../src/compute/select-backend.js';
@@ -13,6 +14,7 @@ import { servedModel } from '../../src/gateway/served-model.js';
 import { buildGateway } from '../../src/gateway/server.js';
 import { loadKeyFile, TenantDirectory } from '../../src/gateway/tenants.js';
 import type { PagePoolMutants } from '../../src/kv/page-pool.js';
+import type { PrefixCacheMutants } from '../../src/kv/prefix-cache.js';
 import { loadModel } from '../../src/model/load-model.js';
 import { ColocatedWorker } from '../../src/node/colocated-worker.js';
 import { IncidentStore } from '../../src/node/incident-store.js';
@@ -28,13 +30,14 @@ export interface Mutants {
   gateway?: GatewayMutants;
   engine?: EngineMutants;
   pool?: PagePoolMutants;
+  prefixCache?: PrefixCacheMutants;
 }
 
 /** What each mutant turns on: the check it removes plus the ordinary fault that check exists to catch (README.md). */
 export const MUTANTS: Record<MutantName, Mutants> = {
   placeholder: { gateway: { oversizePlaceholder: true } },
   use_after_free: { pool: { ownershipUnchecked: true }, engine: { cancelLeavesRunning: true } },
-  stale_epoch: { pool: { epochUnchecked: true }, engine: { cancelLeavesRunning: true } },
+  stale_epoch: { pool: { epochUnchecked: true }, prefixCache: { evictionKeepsIndex: true } },
   abort_as_success: { engine: { abortAsSuccess: true } },
 };
 
@@ -44,6 +47,8 @@ export interface MutantServerSettings {
   runningMax: number;
   queueTimeoutMs: number;
   waitingMax: number;
+  /** pages each tenant's prefix cache may hold (0: none) */
+  prefixCachePages: number;
 }
 
 export const MUTANT_SERVER_DEFAULTS: MutantServerSettings = {
@@ -51,6 +56,7 @@ export const MUTANT_SERVER_DEFAULTS: MutantServerSettings = {
   runningMax: 16,
   queueTimeoutMs: 20_000,
   waitingMax: 64,
+  prefixCachePages: 0,
 };
 
 /** The engine settings both mutant-server.ts and mutant-cluster.ts run with (field names as both option types spell them). */
@@ -72,6 +78,7 @@ export interface MutantServer {
   url: string;
   worker: ColocatedWorker;
   incidents: IncidentStore;
+  checkExercised(): void;
   close(): Promise<void>;
 }
 
@@ -95,9 +102,11 @@ export async function startMutantServer(
     tenantLimits: { defaults: { concurrentRequestsMax: 64, kvPagesMax: s.kvPages }, overrides: new Map() },
     incidents,
     log: logger,
+    prefixCachePages: s.prefixCachePages,
     mutants: {
       ...(mutants.pool !== undefined ? { pool: mutants.pool } : {}),
       ...(mutants.engine !== undefined ? { engine: mutants.engine } : {}),
+      ...(mutants.prefixCache !== undefined ? { prefixCache: mutants.prefixCache } : {}),
     },
   });
   const gateway = buildGateway({
@@ -114,6 +123,14 @@ export async function startMutantServer(
     url,
     worker,
     incidents,
+    checkExercised() {
+      const cache = worker.prefixCache;
+      if (cache === undefined) return;
+      assert.ok(
+        cache.reusedPages > 0 && cache.evictedPages > 0,
+        `the audit exercised the prefix cache: ${cache.reusedPages} pages reused, ${cache.evictedPages} evicted`,
+      );
+    },
     async close() {
       await worker.close();
       await gateway.app.close();

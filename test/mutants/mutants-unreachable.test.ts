@@ -13,13 +13,16 @@ import { runCli } from '../helpers/cli.js';
 
 const SRC = fileURLToPath(new URL('../../../src', import.meta.url));
 
-/** The only production files that may mention the mutants: the hook points (and the pool's own model test). */
+/** The only production files that may mention the mutants: the hook points (and the pool's and cache's own tests). */
 const HOOK_FILES = new Set([
   'engine/engine.ts',
   'gateway/completion-run.ts',
   'gateway/server.ts',
   'kv/page-pool.ts',
   'kv/page-pool.model.test.ts',
+  'kv/prefix-cache.ts',
+  'kv/prefix-cache.model.test.ts',
+  'kv/prefix-cache.test.ts',
   'node/colocated-worker.ts',
   'node/prefill-worker.ts',
   'node/worker-process.ts',
@@ -35,6 +38,7 @@ const MUTANT_OPTIONS = [
   'abortAsSuccess',
   'digestUnchecked',
   'sharedStaging',
+  'evictionKeepsIndex',
 ];
 
 function sourceFiles(dir: string): string[] {
