@@ -74,11 +74,11 @@ export class ForwardPass {
     assert(end <= table.pages.length * this.pool.layout.pageSize, 'tokens beyond the granted pages');
     try {
       this.pool.checkReadable(table, start);
+      this.pool.markWritten(table, end);
     } catch (error) {
       if (error instanceof KvfenceError) return { ok: false, error };
       throw error;
     }
-    this.pool.markWritten(table, end);
     return undefined;
   }
 

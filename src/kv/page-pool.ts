@@ -222,13 +222,16 @@ export class PagePool {
     }
   }
 
-  /** Records that the table's tokens up to `tokenCount` are (being) written; the pages must be the owner's, active. */
+  /**
+   * Records that the table's tokens up to `tokenCount` are (being) written; the pages must be the owner's, active.
+   * Throws KvIsolationError for a write into the table's shared prefix pages.
+   */
   markWritten(table: PageTable, tokenCount: number): void {
     const { pageSize } = this.layout;
     assert(tokenCount <= table.pages.length * pageSize, 'writing past the granted pages');
     assert(tokenCount >= table.writtenTokens, 'written counts only grow');
     for (let i = Math.floor(table.writtenTokens / pageSize); i < Math.ceil(tokenCount / pageSize); i++) {
-      assert(i >= table.sharedPages, 'a shared prefix page is never written');
+      if (i < table.sharedPages) this.violation(table, i, 'a write to a read-only shared prefix page');
       const page = table.pages[i]!;
       if (this.mutants.ownershipUnchecked !== true) {
         // mutation self-test hook: see test/mutants/

@@ -64,7 +64,10 @@ test('a tenant’s later request reads a copy of its computed prompt pages; anot
   );
   pool.checkReadable(second, 2 * PAGE);
   const rewound = { ...second, pages: [...second.pages], epochs: [...second.epochs], writtenTokens: PAGE };
-  assert.throws(() => pool.markWritten(rewound, 2 * PAGE), /a shared prefix page is never written/);
+  assert.throws(
+    () => pool.markWritten(rewound, 2 * PAGE),
+    (e: unknown) => e instanceof KvIsolationError && /read-only shared prefix page/.test(e.violation.reason),
+  );
   assert.equal(cache.reusedPages, 2);
 
   const other = newPageTable({ tenant: 'b', request: 'r3' });
@@ -120,6 +123,29 @@ test('a tenant at its budget evicts its own least recently used page, never anot
   assert.equal(cache.pagesOf('a'), 2);
   assert.equal(cache.attach(newPageTable({ tenant: 'a', request: 'a7' }), cache.keysOf('a', third), 1).length, 0);
   cache.detach(pinned);
+});
+
+test('a chain is evicted from its tail: a prompt longer than the budget keeps a reachable head', () => {
+  const { pool, cache } = setup(2);
+  const long = [...PROMPT, 11, 12, 13]; // three whole pages
+  cache.publish(computed(pool, 'a', 'a1', long), cache.keysOf('a', long));
+  const reader = newPageTable({ tenant: 'a', request: 'a2' });
+  const hits = cache.attach(reader, cache.keysOf('a', long), 3);
+  assert.equal(hits.length, 2, 'pages 0 and 1 stay; page 2 did not evict them');
+  cache.detach(hits);
+  const other = [20, 21, 22, 23, 24];
+  cache.publish(computed(pool, 'a', 'a3', other), cache.keysOf('a', other)); // evicts the chain's tail, page 1
+  assert.equal(cache.attach(newPageTable({ tenant: 'a', request: 'a4' }), cache.keysOf('a', long), 3).length, 1);
+});
+
+test('a publish whose table fails its I3 check takes no page', () => {
+  const { pool, cache } = setup(4);
+  const table = computed(pool, 'a', 'a1', PROMPT);
+  const used = pool.usedPageCount;
+  table.epochs[1] = table.epochs[1]! + 1;
+  assert.throws(() => cache.publish(table, cache.keysOf('a', PROMPT)), KvIsolationError);
+  assert.equal(pool.usedPageCount, used);
+  assert.equal(cache.pageCount, 0);
 });
 
 test('admission takes unpinned cached pages of any tenant back; pinned ones stay', () => {

@@ -125,28 +125,44 @@ export class PrefixCache {
     for (const entry of hits) {
       assert(entry.refs > 0, 'a cached page is unpinned once per pin');
       entry.refs--;
-      if (this.lru.delete(entry)) this.lru.add(entry);
     }
+    this.touch(hits);
   }
 
   /**
    * Caches copies of the table's whole prompt pages (`keys` are the prompt's) that are not cached yet, as far as the
    * tenant's budget (evicting its own unpinned entries) and the pool's free pages allow. The table must hold them.
+   * Throws KvIsolationError (holding nothing new) when the table fails its I3 check.
    */
   publish(table: PageTable, keys: readonly string[]): void {
     const { tenant } = table.owner;
-    assert(keys.length * this.pool.layout.pageSize <= table.writtenTokens, 'only written pages are cached');
-    for (let i = table.sharedPages; i < keys.length; i++) {
-      const key = keys[i]!;
-      if (this.index.has(key)) continue;
-      if (this.pagesOf(tenant) >= this.pagesPerTenant && !this.evictOne(tenant)) return;
-      const reservation = this.pool.reserve(sharedOwner(tenant), 1);
-      if (reservation === undefined) return;
-      const entry: CachedPage = { key, tenant, reservation, table: this.pool.acquire(reservation), refs: 0 };
-      this.pool.copyPage(table, i, entry.table);
-      this.index.set(key, entry);
-      this.lru.add(entry);
-      this.tenantPages.set(tenant, this.pagesOf(tenant) + 1);
+    const { pageSize } = this.pool.layout;
+    assert(keys.length * pageSize <= table.writtenTokens, 'only written pages are cached');
+    this.pool.checkReadable(table, keys.length * pageSize);
+    const added: CachedPage[] = [];
+    try {
+      for (let i = table.sharedPages; i < keys.length; i++) {
+        const key = keys[i]!;
+        if (this.index.has(key)) continue;
+        if (this.pagesOf(tenant) >= this.pagesPerTenant && !this.evictOne(tenant)) break;
+        const reservation = this.pool.reserve(sharedOwner(tenant), 1);
+        if (reservation === undefined) break;
+        // pinned until the call ends: caching a prompt's tail never evicts the head just cached
+        const entry: CachedPage = { key, tenant, reservation, table: this.pool.acquire(reservation), refs: 1 };
+        try {
+          this.pool.copyPage(table, i, entry.table);
+        } catch (error) {
+          this.pool.release(reservation);
+          throw error;
+        }
+        this.index.set(key, entry);
+        this.lru.add(entry);
+        this.tenantPages.set(tenant, this.pagesOf(tenant) + 1);
+        added.push(entry);
+      }
+    } finally {
+      for (const entry of added) entry.refs--;
+      this.touch(added);
     }
   }
 
@@ -154,6 +170,17 @@ export class PrefixCache {
   makeRoom(pages: number): boolean {
     while (this.pool.freePageCount < pages) if (!this.evictOne(undefined)) return false;
     return true;
+  }
+
+  /**
+   * Makes a chain's entries (head first) the most recently used, the head last: a chain is evicted from its tail, so
+   * what stays cached is always a reachable head (a lookup stops at the first missing page).
+   */
+  private touch(chain: readonly CachedPage[]): void {
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const entry = chain[i]!;
+      if (this.lru.delete(entry)) this.lru.add(entry);
+    }
   }
 
   /** Frees the least recently used unpinned entry (of `tenant`, or of anyone); false when there is none. */

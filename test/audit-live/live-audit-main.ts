@@ -1,7 +1,8 @@
 /**
  * By hand: the live audit at full size (CI runs a smaller one in live-audit.test.ts).
  *
- *   npx tsc -p tsconfig.json && node dist/test/audit-live/live-audit-main.js [colocated|disaggregated] [requests] [tenants]
+ *   npx tsc -p tsconfig.json && node dist/test/audit-live/live-audit-main.js [colocated|colocated-cache|disaggregated] \
+ *     [requests] [tenants]
  *
  * Starts the deployment on the tiny test model with N tenants (default 8), audits it until at least `requests`
  * (default 2000) were sent, prints every audit's summary line and the totals; exits 0 when every audit was clean.
@@ -13,7 +14,7 @@ import { type DeploymentKind, startLiveDeployment } from './live-deployments.js'
 const kind = (process.argv[2] ?? 'colocated') as DeploymentKind;
 const requestsMin = Number(process.argv[3] ?? 2000);
 const tenantCount = Number(process.argv[4] ?? 8);
-if (kind !== 'colocated' && kind !== 'disaggregated') throw new Error(`unknown deployment ${kind}`);
+if (!['colocated', 'colocated-cache', 'disaggregated'].includes(kind)) throw new Error(`unknown deployment ${kind}`);
 if (!Number.isInteger(requestsMin) || requestsMin < 40) throw new Error('requests: an integer >= 40');
 if (!Number.isInteger(tenantCount) || tenantCount < 2 || tenantCount > 64) throw new Error('tenants: 2..64');
 
@@ -37,6 +38,7 @@ try {
       `${clean ? 'clean' : 'NOT CLEAN'}\n`,
   );
   await deployment.assertIdle();
+  if (deployment.cacheSummary !== undefined) process.stdout.write(`${deployment.cacheSummary()}\n`);
   process.exitCode = clean ? 0 : 4;
 } finally {
   await deployment.close();

@@ -21,24 +21,34 @@ export function liveServeSettings(serverKeysPath: string): Partial<ServeConfig> 
   };
 }
 
-export type DeploymentKind = 'colocated' | 'disaggregated';
+/** `colocated-cache`: the colocated server with a prefix cache of 16 pages a tenant */
+export type DeploymentKind = 'colocated' | 'colocated-cache' | 'disaggregated';
 
 export interface LiveDeployment {
   url: string;
-  /** every pool whole again and no isolation incident recorded (bounded waits) */
+  /** every pool whole again (but for cached prefix pages) and no isolation incident recorded (bounded waits) */
   assertIdle(): Promise<void>;
+  /** a line on what the deployment's prefix cache did, if it has one */
+  cacheSummary?(): string;
   close(): Promise<void>;
 }
 
 export async function startLiveDeployment(kind: DeploymentKind, serverKeysPath: string): Promise<LiveDeployment> {
-  if (kind === 'colocated') {
-    const server = await startTestServer(liveServeSettings(serverKeysPath));
+  if (kind !== 'disaggregated') {
+    const prefixCachePages = kind === 'colocated-cache' ? 16 : 0;
+    const server = await startTestServer({ ...liveServeSettings(serverKeysPath), prefixCachePages });
+    const cache = server.worker.prefixCache;
     return {
       url: server.url,
+      ...(cache !== undefined
+        ? { cacheSummary: () => `prefix cache: ${cache.reusedPages} pages reused, ${cache.evictedPages} evicted` }
+        : {}),
       async assertIdle() {
         const pool = server.worker.pool;
-        await waitFor(() => pool.freePageCount === pool.pageCount, 'the pool to be whole again', 10_000);
-        assertPoolWhole(server);
+        const cached = () => cache?.pageCount ?? 0;
+        await waitFor(() => pool.freePageCount + cached() === pool.pageCount, 'the pool to be whole again', 10_000);
+        if (cache === undefined) assertPoolWhole(server);
+        else if (pool.checkConservation().active !== cache.pageCount) throw new Error('pages held besides the cache');
         const incidents = server.incidents.list();
         if (incidents.length > 0) throw new Error(`isolation incidents recorded: ${JSON.stringify(incidents)}`);
       },
