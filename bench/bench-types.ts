@@ -56,6 +56,12 @@ export function benchPrompt(vocabSize: number, length: number, salt: number): nu
   return Array.from({ length }, (_, i) => 256 + ((i * 7919 + salt * 104_729) % (vocabSize - 256)));
 }
 
+/** The number after `--name` on the command line, or `fallback`. */
+export function numberFlag(argv: readonly string[], name: string, fallback: number): number {
+  const i = argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(argv[i + 1]) : fallback;
+}
+
 export function median(values: readonly number[]): number {
   if (values.length === 0) return Number.NaN;
   const sorted = [...values].sort((a, b) => a - b);

@@ -15,14 +15,11 @@ import { PagePool } from '../src/kv/page-pool.js';
 import { PrefixCache } from '../src/kv/prefix-cache.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../src/model/default-model.js';
 import { loadModel } from '../src/model/load-model.js';
-import { benchPrompt, median } from './bench-types.js';
+import { benchPrompt, median, numberFlag } from './bench-types.js';
 
 const PAGE_SIZE = 16;
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
+const arg = (name: string, fallback: number) => numberFlag(process.argv, name, fallback);
 
 const requests = arg('requests', 16);
 const head = arg('head', 384);

@@ -16,6 +16,7 @@ import { TcpTransport } from '../src/transfer/tcp-transport.js';
 import type { TransferTicket } from '../src/transfer/ticket.js';
 import { TransferReceiver } from '../src/transfer/transfer-receiver.js';
 import { TransferSender } from '../src/transfer/transfer-sender.js';
+import { numberFlag } from './bench-types.js';
 
 const PAGE_SIZE_TOKENS = 16;
 
@@ -26,10 +27,7 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const get = (name: string, fallback: number) => {
-    const i = argv.indexOf(`--${name}`);
-    return i >= 0 ? Number(argv[i + 1]) : fallback;
-  };
+  const get = (name: string, fallback: number) => numberFlag(argv, name, fallback);
   return { pages: get('pages', 256), pageBytes: get('page-bytes', 1 << 20), runs: get('runs', 5) };
 }
 

@@ -230,6 +230,7 @@ export class Engine {
   }
 
   private admit(): void {
+    if (this.waiting.length === 0) return; // the cache's evictable count below walks its entries
     const cache = this.prefixCache;
     const pages = {
       free: this.pool.freePageCount + (cache?.evictablePages ?? 0),

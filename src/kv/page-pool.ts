@@ -201,25 +201,7 @@ export class PagePool {
     if (pagesNeeded > table.pages.length) {
       this.violation(table, table.pages.length, 'the page table is shorter than the tokens read');
     }
-    for (let i = 0; i < pagesNeeded; i++) {
-      const page = table.pages[i]!;
-      if (!Number.isInteger(page) || page < 0 || page >= this.pageCount)
-        this.violation(table, i, 'page id out of range');
-      const owner = this.owners[page];
-      // a shared prefix page: any owner of the table's tenant's cache; an own page: exactly the table's owner (I9, I3)
-      const mine =
-        i < table.sharedPages ? owner?.shared === true : owner !== undefined && sameOwner(owner, table.owner);
-      if (!mine || owner?.tenant !== table.owner.tenant) this.violation(table, i, 'page owned by someone else');
-      // mutation self-test hook: see test/mutants/
-      if (this.epochs[page] !== table.epochs[i] && this.mutants.epochUnchecked !== true)
-        this.violation(table, i, 'stale epoch: the page was freed and reused');
-      if (this.states[page] !== STATE_ACTIVE)
-        this.violation(table, i, `page is ${STATE_NAMES[this.states[page]!]}, not active`);
-      const needed = Math.min(pageSize, tokenCount - i * pageSize);
-      if (this.written[page]! < needed) {
-        this.violation(table, i, `reads ${needed} tokens but only ${this.written[page]} were written`);
-      }
-    }
+    for (let i = 0; i < pagesNeeded; i++) this.checkPage(table, i, Math.min(pageSize, tokenCount - i * pageSize));
   }
 
   /**
@@ -249,7 +231,7 @@ export class PagePool {
    */
   copyPage(from: PageTable, index: number, to: PageTable): void {
     const { pageSize, floatsPerPage } = this.layout;
-    this.checkReadable(from, (index + 1) * pageSize);
+    if (this.checked) this.checkPage(from, index, pageSize);
     assert(to.writtenTokens % pageSize === 0, 'a page is copied into a fresh page');
     const target = to.pages[to.writtenTokens / pageSize];
     assert(target !== undefined, 'copying past the granted pages');
@@ -281,6 +263,26 @@ export class PagePool {
       `tenants hold ${tenantTotal} pages, the pool counts ${reserved + active}`,
     );
     return { free, reserved, active };
+  }
+
+  /** I3 for one page of a table: `tokens` of it are read. Throws KvIsolationError. */
+  private checkPage(table: PageTable, i: number, tokens: number): void {
+    const page = table.pages[i]!;
+    if (!Number.isInteger(page) || page < 0 || page >= this.pageCount) this.violation(table, i, 'page id out of range');
+    const owner = this.owners[page];
+    // a shared prefix page: its tenant's cache (any entry); an own page: exactly the table's owner (I9, I3)
+    const mine =
+      i < table.sharedPages
+        ? owner?.shared === true && owner.tenant === table.owner.tenant
+        : owner !== undefined && sameOwner(owner, table.owner);
+    if (!mine) this.violation(table, i, 'page owned by someone else');
+    // mutation self-test hook: see test/mutants/
+    if (this.epochs[page] !== table.epochs[i] && this.mutants.epochUnchecked !== true)
+      this.violation(table, i, 'stale epoch: the page was freed and reused');
+    if (this.states[page] !== STATE_ACTIVE)
+      this.violation(table, i, `page is ${STATE_NAMES[this.states[page]!]}, not active`);
+    if (this.written[page]! < tokens)
+      this.violation(table, i, `reads ${tokens} tokens but only ${this.written[page]} were written`);
   }
 
   private freePage(page: number, owner: PageOwner, epoch: number): void {
