@@ -9,13 +9,13 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { createCipheriv, randomBytes } from 'node:crypto';
 import { createServer, connect as netConnect } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { systemClock } from '../src/transfer/clock.js';
 import type { KvPageSink, KvPageSource } from '../src/transfer/kv-page-port.js';
 import { createPageChecksum, type PageChecksum } from '../src/transfer/page-checksum.js';
-import { TcpTransport } from '../src/transfer/tcp-transport.js';
 import type { TransferTicket } from '../src/transfer/ticket.js';
 import { TransferReceiver } from '../src/transfer/transfer-receiver.js';
 import { TransferSender } from '../src/transfer/transfer-sender.js';
+import { systemClock } from '../src/util/clock.js';
+import { TcpTransport } from '../src/wire/tcp-transport.js';
 import { numberFlag } from './bench-types.js';
 
 const PAGE_SIZE_TOKENS = 16;

@@ -39,7 +39,7 @@
 #define SCRUBBED 0        /* freed page: zeroed (I4) */
 
 mtype = { HELLO, PAGE, COMMIT, ABORT };                    /* transfer frames (src/transfer wire format) */
-mtype = { RESERVE, RESERVED, PREFILL, CANCEL, END_FINISHED, END_FAILED };   /* control: src/node/control-protocol.ts */
+mtype = { RESERVE, RESERVED, PREFILL, CANCEL, END_FINISHED, END_FAILED };   /* control: src/cluster/control-protocol.ts */
 
 /* receiver (decode) states, as src/transfer/transfer-state.ts RECEIVER_STATES. The terminal ones (COMMITTED after
  * decoding, FAILED, CANCELLED, EXPIRED) release the reservation at once, so the model keeps only NO_RESERVATION. */

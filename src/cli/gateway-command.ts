@@ -10,18 +10,18 @@
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { pino } from 'pino';
-import { RemoteDispatcher } from '../gateway/remote-dispatcher.js';
+import { CLUSTER_SECRET_ENV, loadClusterSecret, newClusterSecretText } from '../cluster/cluster-secret.js';
+import { RemoteDispatcher } from '../cluster/remote-dispatcher.js';
+import { type SupervisedSpec, Supervisor } from '../cluster/supervisor.js';
 import { servedModel } from '../gateway/served-model.js';
 import { buildGateway, type Gateway } from '../gateway/server.js';
 import { loadKeyFile, TenantDirectory } from '../gateway/tenants.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModel } from '../model/load-model.js';
-import { CLUSTER_SECRET_ENV, loadClusterSecret, newClusterSecretText } from '../node/cluster-secret.js';
-import { type SupervisedSpec, Supervisor } from '../node/supervisor.js';
-import { systemClock } from '../transfer/clock.js';
-import { TcpTransport } from '../transfer/tcp-transport.js';
+import { systemClock } from '../util/clock.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
+import { TcpTransport } from '../wire/tcp-transport.js';
 import { parseInteger } from './options.js';
 
 export const GATEWAY_DEFAULTS = {

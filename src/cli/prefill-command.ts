@@ -6,15 +6,15 @@
  */
 import type { Command } from 'commander';
 import { pino } from 'pino';
+import { loadClusterSecret } from '../cluster/cluster-secret.js';
+import type { WorkerRole } from '../cluster/control-protocol.js';
+import { type RunningWorker, startWorkerProcess } from '../cluster/worker-process.js';
 import { BACKEND_PREFERENCES, type BackendPreference, selectBackend } from '../compute/select-backend.js';
+import { IncidentStore } from '../incidents/incident-store.js';
 import { pageCountForMemory, parseByteSize } from '../kv/capacity.js';
 import { makeKvLayout } from '../kv/kv-layout.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModel } from '../model/load-model.js';
-import { loadClusterSecret } from '../node/cluster-secret.js';
-import type { WorkerRole } from '../node/control-protocol.js';
-import { IncidentStore } from '../node/incident-store.js';
-import { type RunningWorker, startWorkerProcess } from '../node/worker-process.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { parseChoice, parseInteger } from './options.js';

@@ -9,8 +9,8 @@
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
+import type { InferenceWorker } from '../engine/inference-worker.js';
 import type { FinishReason, GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
-import type { InferenceWorker } from '../node/worker.js';
 import { KvfenceError } from '../util/errors.js';
 import { httpErrorOf } from './errors.js';
 import type { GatewayMetrics, RequestOutcome } from './metrics.js';

@@ -3,7 +3,7 @@
  * metric, so existing dashboards work; kvfence's own (tenant pages, isolation incidents, pool pages) are `kvfence_*`.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { InferenceWorker, WorkerStatus } from '../node/worker.js';
+import type { InferenceWorker, WorkerStatus } from '../engine/inference-worker.js';
 
 export type RequestOutcome = 'completed' | 'rejected' | 'failed' | 'cancelled';
 

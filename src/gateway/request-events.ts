@@ -2,8 +2,9 @@
  * A request's events (tokens, its ending, a client disconnect) as an awaitable queue, so a route handler reads as
  * straight-line code. Every wait has a deadline (I6): past it the request is cancelled and answered with a timeout.
  */
+
+import type { GenerationSink } from '../engine/inference-worker.js';
 import type { GeneratedToken, GenerationEnd } from '../engine/request.js';
-import type { GenerationSink } from '../node/worker.js';
 import { assert } from '../util/assert.js';
 
 export type RequestEvent =

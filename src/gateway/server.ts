@@ -10,7 +10,7 @@ import Fastify, {
   type FastifyRequest,
   LogController,
 } from 'fastify';
-import type { InferenceWorker } from '../node/worker.js';
+import type { InferenceWorker } from '../engine/inference-worker.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { CompletionRun, type GatewayContext, type GatewayMutants } from './completion-run.js';

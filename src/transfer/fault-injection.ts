@@ -5,8 +5,8 @@
  *
  * Frames are counted from 0 on the wrapped channel: 0 = HELLO, 1..n = PAGE, n+1 = COMMIT.
  */
-import type { ByteStream, ByteStreamHandlers } from './byte-stream.js';
-import type { FrameChannel, FrameChannelHandlers } from './frame-channel.js';
+import type { ByteStream, ByteStreamHandlers } from '../wire/byte-stream.js';
+import type { FrameChannel, FrameChannelHandlers } from '../wire/frame-channel.js';
 import type { TransferBinding } from './ticket.js';
 import { decodeFrame, encodeFrame } from './wire-format.js';
 

@@ -6,7 +6,7 @@
  * checksum alone covers only the hop. The input is ~20 bytes a page, so a cryptographic hash costs nothing here.
  */
 import { createHash } from 'node:crypto';
-import { utf8Bytes } from './byte-cursor.js';
+import { utf8Bytes } from '../util/byte-cursor.js';
 import type { TransferBinding } from './ticket.js';
 
 export const DIGEST_BYTES = 32;

@@ -4,8 +4,8 @@
  * another's, even when request ids repeat across restarts.
  */
 import { randomBytes } from 'node:crypto';
+import { utf8Bytes } from '../util/byte-cursor.js';
 import { LIMITS } from '../util/limits.js';
-import { utf8Bytes } from './byte-cursor.js';
 
 export const NONCE_BYTES = 16;
 

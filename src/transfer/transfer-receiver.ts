@@ -8,10 +8,10 @@
  * (COMMITTED: clean end; otherwise ABORT with the reason, then end) and late frames are dropped.
  */
 import { assert } from '../util/assert.js';
+import type { Clock } from '../util/clock.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
-import type { Clock } from './clock.js';
-import type { FrameChannel } from './frame-channel.js';
+import type { FrameChannel } from '../wire/frame-channel.js';
 import type { KvPageSink } from './kv-page-port.js';
 import type { PageChecksum } from './page-checksum.js';
 import { ReceiveSession, type TransferOutcome } from './receive-session.js';

@@ -7,9 +7,9 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import { assert } from '../util/assert.js';
+import type { Clock } from '../util/clock.js';
 import { LIMITS } from '../util/limits.js';
-import type { Clock } from './clock.js';
-import type { FrameChannel } from './frame-channel.js';
+import type { FrameChannel } from '../wire/frame-channel.js';
 import type { KvPageSource } from './kv-page-port.js';
 import { type ManifestEntry, manifestDigest } from './manifest.js';
 import type { PageChecksum } from './page-checksum.js';

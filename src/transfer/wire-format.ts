@@ -12,8 +12,9 @@
  *
  * Every field is bounded by LIMITS; decoding reads each frame to its last byte.
  */
+
+import { ByteReader, ByteWriter, utf8Bytes } from '../util/byte-cursor.js';
 import { LIMITS } from '../util/limits.js';
-import { ByteReader, ByteWriter, utf8Bytes } from './byte-cursor.js';
 import { DIGEST_BYTES } from './manifest.js';
 import { NONCE_BYTES, type TransferBinding, type TransferTicket } from './ticket.js';
 import { TransferError } from './transfer-error.js';

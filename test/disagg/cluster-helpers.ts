@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { type RunningCluster, startDisaggregatedServer } from '../../src/cli/gateway-command.js';
 import { disaggregatedConfig, SERVE_DEFAULTS, type ServeConfig } from '../../src/cli/serve-command.js';
-import type { PoolStats } from '../../src/node/control-protocol.js';
+import type { PoolStats } from '../../src/cluster/control-protocol.js';
 import { testModelFile } from '../helpers/models.js';
 import { tempDirectory } from '../helpers/temp.js';
 import type { IsolationTarget } from '../serving/isolation-suite.js';

@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { RunningCluster } from '../../src/cli/gateway-command.js';
-import type { PoolStats } from '../../src/node/control-protocol.js';
-import { TEST_FAULTS_ENV } from '../../src/node/test-faults.js';
+import type { PoolStats } from '../../src/cluster/control-protocol.js';
+import { TEST_FAULTS_ENV } from '../../src/prefill/test-faults.js';
 import { complete, tokens } from '../serving/isolation-suite.js';
 import { MODEL_ID, post, waitForAsync, writeKeyFile } from '../serving/serve-helpers.js';
 import { assertClusterPoolsWhole, startTestCluster } from './cluster-helpers.js';

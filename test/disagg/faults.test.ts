@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { RunningCluster } from '../../src/cli/gateway-command.js';
-import { TEST_FAULTS_ENV } from '../../src/node/test-faults.js';
+import { TEST_FAULTS_ENV } from '../../src/prefill/test-faults.js';
 import { type Answer, complete, tokens } from '../serving/isolation-suite.js';
 import { MODEL_ID, post, writeKeyFile } from '../serving/serve-helpers.js';
 import { assertClusterPoolsWhole, startTestCluster } from './cluster-helpers.js';

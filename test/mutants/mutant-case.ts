@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import type { AuditReport } from '../../src/audit/auditor.js';
 import { AUDIT_EXIT, type FindingKind } from '../../src/audit/findings.js';
-import type { IncidentStore } from '../../src/node/incident-store.js';
+import type { IncidentStore } from '../../src/incidents/incident-store.js';
 import { describeRun, makeLiveTenants, runLiveAudit } from '../audit-live/live-audit-helpers.js';
 
 export interface MutantCase<M> {

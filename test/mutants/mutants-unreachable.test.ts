@@ -23,9 +23,9 @@ const HOOK_FILES = new Set([
   'kv/prefix-cache.ts',
   'kv/prefix-cache.model.test.ts',
   'kv/prefix-cache.test.ts',
-  'node/colocated-worker.ts',
-  'node/prefill-worker.ts',
-  'node/worker-process.ts',
+  'colocated/colocated-worker.ts',
+  'prefill/prefill-worker.ts',
+  'cluster/worker-process.ts',
   'transfer/receive-session.ts',
   'transfer/transfer-receiver.ts',
 ]);

@@ -1,10 +1,10 @@
 /** A prefill that cannot serve a request ABORTs before HELLO: the decode side keeps the original error code. */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { systemClock } from '../../src/transfer/clock.js';
-import { MemoryNetwork, MemoryTransport } from '../../src/transfer/memory-transport.js';
 import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
 import { encodeAbort } from '../../src/transfer/wire-format.js';
+import { systemClock } from '../../src/util/clock.js';
+import { MemoryNetwork, MemoryTransport } from '../../src/wire/memory-transport.js';
 import { expectTransfer, makeWorld, PAGE_SIZE_TOKENS, SECRET, type World } from './harness.js';
 
 let checksum: PageChecksum;

@@ -5,18 +5,18 @@
  */
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
-import { systemClock } from '../../src/transfer/clock.js';
 import {
   type ByteFaultPlan,
   FaultyFrameChannel,
   type FrameFault,
   withByteFaults,
 } from '../../src/transfer/fault-injection.js';
-import { MemoryNetwork, MemoryTransport } from '../../src/transfer/memory-transport.js';
 import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
-import { TcpTransport } from '../../src/transfer/tcp-transport.js';
 import { TransferError, type TransferFailureReason } from '../../src/transfer/transfer-error.js';
-import type { TransferTransport, TransportOptions } from '../../src/transfer/transport.js';
+import { systemClock } from '../../src/util/clock.js';
+import { MemoryNetwork, MemoryTransport } from '../../src/wire/memory-transport.js';
+import { TcpTransport } from '../../src/wire/tcp-transport.js';
+import type { TransferTransport, TransportOptions } from '../../src/wire/transport.js';
 import { makeWorld, SECRET, startTransfer } from './harness.js';
 
 const IDLE_MS = 300;

@@ -5,9 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import type { Clock } from '../../src/transfer/clock.js';
-import { systemClock } from '../../src/transfer/clock.js';
-import type { FrameChannel } from '../../src/transfer/frame-channel.js';
 import type { KvPageSink, KvPageSource } from '../../src/transfer/kv-page-port.js';
 import type { PageChecksum } from '../../src/transfer/page-checksum.js';
 import type { TransferOutcome } from '../../src/transfer/receive-session.js';
@@ -17,8 +14,11 @@ import {
   type TransferReceiverMutants,
 } from '../../src/transfer/transfer-receiver.js';
 import { type SendResult, TransferSender } from '../../src/transfer/transfer-sender.js';
-import type { TransferListener, TransferTransport } from '../../src/transfer/transport.js';
 import type { FirstToken } from '../../src/transfer/wire-format.js';
+import type { Clock } from '../../src/util/clock.js';
+import { systemClock } from '../../src/util/clock.js';
+import type { FrameChannel } from '../../src/wire/frame-channel.js';
+import type { TransferListener, TransferTransport } from '../../src/wire/transport.js';
 
 export const SECRET = new Uint8Array(randomBytes(32));
 export const PAGE_SIZE_TOKENS = 4;

@@ -1,5 +1,5 @@
-import { systemClock } from '../../src/transfer/clock.js';
-import { MemoryNetwork, MemoryTransport } from '../../src/transfer/memory-transport.js';
+import { systemClock } from '../../src/util/clock.js';
+import { MemoryNetwork, MemoryTransport } from '../../src/wire/memory-transport.js';
 import { transportConformance } from './transport-conformance.js';
 
 const network = new MemoryNetwork();

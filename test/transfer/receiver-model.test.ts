@@ -8,14 +8,14 @@
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 import fc from 'fast-check';
-import type { Clock } from '../../src/transfer/clock.js';
-import type { FrameChannel, FrameChannelHandlers } from '../../src/transfer/frame-channel.js';
 import { manifestDigest } from '../../src/transfer/manifest.js';
 import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
 import { pageTokenCount, type TransferTicket } from '../../src/transfer/ticket.js';
 import { type TransferHandle, TransferReceiver } from '../../src/transfer/transfer-receiver.js';
 import { isTerminal, type ReceiverState } from '../../src/transfer/transfer-state.js';
 import { encodeAbort, encodeCommit, encodeHello, encodePage } from '../../src/transfer/wire-format.js';
+import type { Clock } from '../../src/util/clock.js';
+import type { FrameChannel, FrameChannelHandlers } from '../../src/wire/frame-channel.js';
 import { FIRST_TOKEN, PAGE_SIZE_TOKENS, randomSource, TestPool, type TestSink } from './harness.js';
 
 const PAGE_BYTES = 64;

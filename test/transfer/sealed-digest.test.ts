@@ -6,11 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { systemClock } from '../../src/transfer/clock.js';
 import type { KvPageSource } from '../../src/transfer/kv-page-port.js';
-import { MemoryNetwork, MemoryTransport } from '../../src/transfer/memory-transport.js';
 import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
 import { TransferError } from '../../src/transfer/transfer-error.js';
+import { systemClock } from '../../src/util/clock.js';
+import { MemoryNetwork, MemoryTransport } from '../../src/wire/memory-transport.js';
 import { makeWorld, randomSource, SECRET, startTransfer, type World } from './harness.js';
 
 const TOKENS = 22; // 6 pages of 4 tokens

@@ -1,5 +1,5 @@
-import { systemClock } from '../../src/transfer/clock.js';
-import { TcpTransport } from '../../src/transfer/tcp-transport.js';
+import { systemClock } from '../../src/util/clock.js';
+import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import { transportConformance } from './transport-conformance.js';
 
 transportConformance('tcp', {

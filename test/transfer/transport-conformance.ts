@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { before, test } from 'node:test';
-import type { FrameChannel } from '../../src/transfer/frame-channel.js';
 import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
 import { TransferError } from '../../src/transfer/transfer-error.js';
-import type { TransferTransport, TransportOptions } from '../../src/transfer/transport.js';
+import type { FrameChannel } from '../../src/wire/frame-channel.js';
+import type { TransferTransport, TransportOptions } from '../../src/wire/transport.js';
 import { FIRST_TOKEN, makeWorld, SECRET, startTransfer } from './harness.js';
 
 export interface TransportFactory {

@@ -2,7 +2,7 @@
  * An authenticated, message-oriented connection between two workers: what the sender and the receiver talk through.
  * secure-channel.ts implements it over any ByteStream; fault-injection.ts wraps it for tests.
  */
-import type { TransferError } from './transfer-error.js';
+import type { TransferError } from '../transfer/transfer-error.js';
 
 export interface FrameChannelHandlers {
   /** one whole frame; the bytes are valid only during the call (copy what you keep) */

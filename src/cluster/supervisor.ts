@@ -8,10 +8,10 @@
  * times; the gateway reconnects to it by itself.
  */
 import { type ChildProcess, fork } from 'node:child_process';
+import type { LogSink } from '../engine/inference-worker.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import type { WorkerRole } from './control-protocol.js';
-import type { LogSink } from './worker.js';
 
 /** What a worker process sends its supervisor once it listens. */
 export interface WorkerReady {

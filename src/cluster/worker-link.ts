@@ -4,11 +4,12 @@
  * a restarted worker at the same address is picked up again. When a connection breaks, `onDown` runs once so the
  * dispatcher fails that worker's requests at once (never left to hang, I6).
  */
-import { ControlConnection } from '../node/control-channel.js';
-import type { ControlMessage, PoolStats, WorkerHello } from '../node/control-protocol.js';
-import type { LogSink } from '../node/worker.js';
-import type { TransferTransport } from '../transfer/transport.js';
+
+import type { LogSink } from '../engine/inference-worker.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
+import type { TransferTransport } from '../wire/transport.js';
+import { ControlConnection } from './control-channel.js';
+import type { ControlMessage, PoolStats, WorkerHello } from './control-protocol.js';
 
 export interface WorkerLinkOptions {
   address: string;

@@ -3,8 +3,8 @@
  * cancel it. The colocated worker implements it in-process; a disaggregated deployment implements the same contract
  * over the network, so the gateway does not change.
  */
-import type { EngineStats } from '../engine/engine.js';
-import type { GeneratedToken, GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
+import type { EngineStats } from './engine.js';
+import type { GeneratedToken, GenerationEnd, GenerationRequest, IsolationIncident } from './request.js';
 
 export interface GenerationSink {
   onToken(token: GeneratedToken): void;

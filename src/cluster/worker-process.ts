@@ -3,33 +3,34 @@
  * start, both numbers in the message), open the control listener (and, for decode, the transfer listener), and serve
  * control connections: each begins with this worker's hello; its requests are cancelled when it closes.
  */
+
+import { ColocatedWorker } from '../colocated/colocated-worker.js';
 import type { Backend } from '../compute/backend.js';
 import { ForwardPass } from '../compute/forward.js';
+import { type DecodeRequestLink, DecodeWorker } from '../decode/decode-worker.js';
+import type { LogSink } from '../engine/inference-worker.js';
 import { PrefillEngine } from '../engine/prefill-engine.js';
+import type { IncidentStore } from '../incidents/incident-store.js';
 import { type CapacityProof, proveCapacity } from '../kv/capacity.js';
 import { makeKvLayout } from '../kv/kv-layout.js';
 import { PagePool } from '../kv/page-pool.js';
 import type { LoadedModel } from '../model/load-model.js';
-import { systemClock } from '../transfer/clock.js';
-import { type ByteFaultPlan, withByteFaults } from '../transfer/fault-injection.js';
-import type { FrameChannel } from '../transfer/frame-channel.js';
-import { createPageChecksum } from '../transfer/page-checksum.js';
-import { TcpTransport } from '../transfer/tcp-transport.js';
-import { TransferReceiver, type TransferReceiverMutants } from '../transfer/transfer-receiver.js';
-import type { TransferListener } from '../transfer/transport.js';
-import { ColocatedWorker } from './colocated-worker.js';
-import { ControlConnection } from './control-channel.js';
-import { type ControlMessage, endToWire, type WorkerHello, type WorkerRole } from './control-protocol.js';
-import { type DecodeRequestLink, DecodeWorker } from './decode-worker.js';
-import type { IncidentStore } from './incident-store.js';
 import {
   type PrefillRequestLink,
   PrefillWorker,
   type PrefillWorkerMutants,
   type TestTransferFaults,
-} from './prefill-worker.js';
-import { parseTestFaults } from './test-faults.js';
-import type { LogSink } from './worker.js';
+} from '../prefill/prefill-worker.js';
+import { parseTestFaults } from '../prefill/test-faults.js';
+import { type ByteFaultPlan, withByteFaults } from '../transfer/fault-injection.js';
+import { createPageChecksum } from '../transfer/page-checksum.js';
+import { TransferReceiver, type TransferReceiverMutants } from '../transfer/transfer-receiver.js';
+import { systemClock } from '../util/clock.js';
+import type { FrameChannel } from '../wire/frame-channel.js';
+import { TcpTransport } from '../wire/tcp-transport.js';
+import type { TransferListener } from '../wire/transport.js';
+import { ControlConnection } from './control-channel.js';
+import { type ControlMessage, endToWire, type WorkerHello, type WorkerRole } from './control-protocol.js';
 
 /** Test builds only: skips a prefill worker's capacity proof (see docs/disaggregation.md). Inert unless exactly "1". */
 export const TEST_SKIP_CAPACITY_PROOF_ENV = 'KVFENCE_TEST_UNSAFE_SKIP_CAPACITY_PROOF';

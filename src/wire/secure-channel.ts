@@ -9,11 +9,11 @@
  * authenticated, not encrypted. The reassembly buffer holds at most one frame plus one read.
  */
 import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { TransferError } from '../transfer/transfer-error.js';
 import { assert } from '../util/assert.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream } from './byte-stream.js';
 import type { FrameChannel, FrameChannelHandlers } from './frame-channel.js';
-import { TransferError } from './transfer-error.js';
 
 export const TAG_BYTES = 16;
 const LENGTH_BYTES = 4;

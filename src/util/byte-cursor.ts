@@ -2,8 +2,9 @@
  * Bounds-checked little-endian reads and writes for transfer frames. A read past the end is a truncated frame, never an
  * out-of-bounds access; a write past the end is a bug (the size is computed first).
  */
-import { assert } from '../util/assert.js';
-import { TransferError } from './transfer-error.js';
+
+import { TransferError } from '../transfer/transfer-error.js';
+import { assert } from './assert.js';
 
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true });
 const utf8Encoder = new TextEncoder();

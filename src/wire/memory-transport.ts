@@ -2,11 +2,12 @@
  * The in-memory transport: connections are memory pipes. Listeners live in a MemoryNetwork object that the workers of
  * one process (or one test) share, never in module-global state.
  */
+
+import { TransferError } from '../transfer/transfer-error.js';
 import { assert } from '../util/assert.js';
 import type { FrameChannel } from './frame-channel.js';
 import { createMemoryPipe } from './memory-pipe.js';
 import { authenticate } from './peer-auth.js';
-import { TransferError } from './transfer-error.js';
 import type { TransferListener, TransferTransport, TransportOptions } from './transport.js';
 
 /** A listening side: the responder authenticates with its own transport's secret, never the connecting one's. */

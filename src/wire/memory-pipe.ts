@@ -4,10 +4,11 @@
  * high-water mark and `drain` follows once the peer has taken the bytes. Bounded: a writer that ignores backpressure
  * past LIMITS.transferPipeBytesMax breaks the pipe.
  */
+
+import { TransferError } from '../transfer/transfer-error.js';
 import { assert } from '../util/assert.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream, ByteStreamHandlers } from './byte-stream.js';
-import { TransferError } from './transfer-error.js';
 
 export interface MemoryPipeOptions {
   highWaterBytes: number;

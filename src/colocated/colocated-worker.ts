@@ -8,7 +8,9 @@ import type { Backend } from '../compute/backend.js';
 import { ForwardPass } from '../compute/forward.js';
 import { Engine, type EngineMutants, type TransferredSequence } from '../engine/engine.js';
 import type { TenantLimits } from '../engine/engine-config.js';
+import type { GenerationSink, InferenceWorker, LogSink, WorkerStats } from '../engine/inference-worker.js';
 import type { EngineEvent, GenerationRequest, IsolationIncident } from '../engine/request.js';
+import type { IncidentStore } from '../incidents/incident-store.js';
 import { type CapacityProof, proveCapacity } from '../kv/capacity.js';
 import { makeKvLayout } from '../kv/kv-layout.js';
 import { ownerLabel } from '../kv/page-owner.js';
@@ -16,8 +18,6 @@ import { PagePool, type PagePoolMutants } from '../kv/page-pool.js';
 import { PrefixCache, type PrefixCacheMutants } from '../kv/prefix-cache.js';
 import type { LoadedModel } from '../model/load-model.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
-import type { IncidentStore } from './incident-store.js';
-import type { GenerationSink, InferenceWorker, LogSink, WorkerStats } from './worker.js';
 
 export interface TenantLimitTable {
   defaults: TenantLimits;

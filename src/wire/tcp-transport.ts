@@ -4,11 +4,11 @@
  * LIMITS.transferConnectionsMax connections.
  */
 import { createConnection, createServer, type Socket } from 'node:net';
+import { TransferError } from '../transfer/transfer-error.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream, ByteStreamHandlers } from './byte-stream.js';
 import type { FrameChannel } from './frame-channel.js';
 import { authenticate } from './peer-auth.js';
-import { TransferError } from './transfer-error.js';
 import type { TransferListener, TransferTransport, TransportOptions } from './transport.js';
 
 /** A connected socket as a ByteStream. Data that arrives before an owner is set waits in the paused socket. */

@@ -10,6 +10,11 @@
  * the transfer's sink, the rest apart; both are released (scrubbed) on every ending. Nothing is scheduled on the pages
  * before the transfer is COMMITTED, and the first token is the one bound to this request's COMMIT.
  */
+
+import { isErrorCode, type PoolStats } from '../cluster/control-protocol.js';
+import { poolStats } from '../cluster/pool-stats.js';
+import type { ColocatedWorker } from '../colocated/colocated-worker.js';
+import type { LogSink } from '../engine/inference-worker.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import { pagesForTokens } from '../kv/kv-layout.js';
 import type { PageOwner } from '../kv/page-owner.js';
@@ -21,10 +26,6 @@ import { TransferError } from '../transfer/transfer-error.js';
 import type { TransferHandle, TransferReceiver } from '../transfer/transfer-receiver.js';
 import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
-import type { ColocatedWorker } from './colocated-worker.js';
-import { isErrorCode, type PoolStats } from './control-protocol.js';
-import { poolStats } from './pool-stats.js';
-import type { LogSink } from './worker.js';
 
 /** Where a request's answers go: its gateway's control connection. */
 export interface DecodeRequestLink {

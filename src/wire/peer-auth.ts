@@ -14,12 +14,12 @@
  * responder hands over no channel, so no frame reaches a receiver, until AUTH_PROOF checks out.
  */
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { TransferError } from '../transfer/transfer-error.js';
 import { assert } from '../util/assert.js';
+import type { Clock } from '../util/clock.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream } from './byte-stream.js';
-import type { Clock } from './clock.js';
 import { SecureChannel } from './secure-channel.js';
-import { TransferError } from './transfer-error.js';
 
 const MAGIC = [0x4b, 0x56, 0x46, 0x41]; // "KVFA"
 const VERSION = 1;

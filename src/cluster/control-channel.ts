@@ -4,8 +4,9 @@
  * that fails to parse, or a peer that stops reading for `idleTimeoutMs` while we have more to say, closes the
  * connection: the owner fails that connection's requests.
  */
-import type { FrameChannel } from '../transfer/frame-channel.js';
+
 import { errorMessage } from '../util/errors.js';
+import type { FrameChannel } from '../wire/frame-channel.js';
 import { type ControlMessage, decodeControl, encodeControl } from './control-protocol.js';
 
 export interface ControlHandlers {

@@ -3,8 +3,9 @@
  * (memory-transport.ts) within a process and in tests. Both share the handshake and the sealed framing; one
  * conformance suite (test/transfer/transport-conformance.ts) runs against each.
  */
+
+import type { Clock } from '../util/clock.js';
 import type { ByteStream } from './byte-stream.js';
-import type { Clock } from './clock.js';
 import type { FrameChannel } from './frame-channel.js';
 
 export interface TransferListener {

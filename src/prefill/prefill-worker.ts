@@ -9,23 +9,24 @@
  * The sender reads each page through a private copy, so the pool's pages can be released the moment the send settles
  * without a socket still holding a view of them (a freed page is never on the wire).
  */
+
+import type { PoolStats } from '../cluster/control-protocol.js';
+import { poolStats } from '../cluster/pool-stats.js';
+import { publicTransferError } from '../decode/decode-worker.js';
+import type { LogSink } from '../engine/inference-worker.js';
 import type { PrefillEngine, PrefillEvent, Prefilled } from '../engine/prefill-engine.js';
 import type { GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
 import type { PagePool } from '../kv/page-pool.js';
-import type { Clock } from '../transfer/clock.js';
 import { type ByteFaultPlan, FaultyFrameChannel, type FrameFault } from '../transfer/fault-injection.js';
-import type { FrameChannel } from '../transfer/frame-channel.js';
 import type { KvPageSource } from '../transfer/kv-page-port.js';
 import type { PageChecksum } from '../transfer/page-checksum.js';
 import { tableTransferSource } from '../transfer/pool-adapter.js';
 import type { TransferTicket } from '../transfer/ticket.js';
 import { TransferSender } from '../transfer/transfer-sender.js';
-import type { TransferTransport } from '../transfer/transport.js';
+import type { Clock } from '../util/clock.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
-import type { PoolStats } from './control-protocol.js';
-import { publicTransferError } from './decode-worker.js';
-import { poolStats } from './pool-stats.js';
-import type { LogSink } from './worker.js';
+import type { FrameChannel } from '../wire/frame-channel.js';
+import type { TransferTransport } from '../wire/transport.js';
 
 export interface PrefillRequestLink {
   /** the connection the job came by: `cancelAll(origin)` when it closes */

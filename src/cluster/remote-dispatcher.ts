@@ -12,12 +12,19 @@
  * for the request are ignored. A decode-side transfer failure that races the prefill's own report waits briefly
  * (graceMs) for it, so a prefill 400 reaches the client as a 400, not as the transfer failure it caused.
  */
+
+import type {
+  GenerationSink,
+  InferenceWorker,
+  LogSink,
+  WorkerStats,
+  WorkerStatus,
+} from '../engine/inference-worker.js';
 import type { GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
-import { type ControlMessage, endFromWire, type PoolStats, type WorkerHello } from '../node/control-protocol.js';
-import type { GenerationSink, InferenceWorker, LogSink, WorkerStats, WorkerStatus } from '../node/worker.js';
-import type { TransferTransport } from '../transfer/transport.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
+import type { TransferTransport } from '../wire/transport.js';
+import { type ControlMessage, endFromWire, type PoolStats, type WorkerHello } from './control-protocol.js';
 import { WorkerLink } from './worker-link.js';
 
 export interface WorkerModelFacts {
