@@ -6,12 +6,12 @@ import { ForwardPass } from '../src/compute/forward.js';
 import { NativeBackend } from '../src/compute/native-backend.js';
 import { argmax } from '../src/engine/sampler.js';
 import { makeKvLayout, pagesForTokens } from '../src/kv/kv-layout.js';
-import { PagePool } from '../src/kv/page-pool.js';
 import { newPageTable, type PageTable } from '../src/kv/page-table.js';
 import { tensorByteSize } from '../src/model/gguf-types.js';
 import { type LoadedModel, loadModel } from '../src/model/load-model.js';
 import type { WeightMatrix } from '../src/model/weights.js';
 import { type BenchJob, benchPrompt, type KvfenceExtras, type KvfenceSamples, RESULT_MARKER } from './bench-types.js';
+import { benchPool } from './unchecked-pool.js';
 
 const PAGE_SIZE = 16;
 const job = JSON.parse(process.argv[2] ?? '{}') as BenchJob;
@@ -48,7 +48,7 @@ function lifecycle(forward: ForwardPass, request: string, promptTokens: number, 
 }
 
 function forwardWith(pageCount: number, unchecked = false): ForwardPass {
-  return new ForwardPass(model, backend, new PagePool(layout, pageCount, { unchecked }));
+  return new ForwardPass(model, backend, benchPool(layout, pageCount, unchecked));
 }
 
 /** N sequences with a short prompt each, then `steps` decode steps of all N in one forward call each. */
@@ -102,7 +102,7 @@ function triad(repetitions: number): number[] {
  * costs a request, measured without the run-to-run noise of whole forward passes.
  */
 function poolOpsSeconds(unchecked: boolean, promptTokens: number, decodeTokens: number, chunk: number): number {
-  const pool = new PagePool(layout, pagesForTokens(layout, promptTokens + decodeTokens), { unchecked });
+  const pool = benchPool(layout, pagesForTokens(layout, promptTokens + decodeTokens), unchecked);
   const runs = 50;
   const started = performance.now();
   for (let run = 0; run < runs; run++) {

@@ -1,15 +1,14 @@
 #!/usr/bin/env node
 /** The `kvfence` command. */
 import { Command, CommanderError } from 'commander';
+import { reportFailure } from '../launch/report-failure.js';
 import { addAuditCommand } from './audit-command.js';
-import { addDecodeCommand } from './decode-command.js';
-import { reportFailure } from './errors.js';
 import { addGatewayCommand } from './gateway-command.js';
 import { addGenerateCommand } from './generate-command.js';
 import { addKeysCommand } from './keys-command.js';
 import { addModelCommands } from './model-commands.js';
-import { addPrefillCommand } from './prefill-command.js';
 import { addServeCommand } from './serve-command.js';
+import { addWorkerCommand } from './worker-command.js';
 
 const program = new Command('kvfence')
   .description('multi-tenant LLM inference with a KV cache that cannot leak between tenants')
@@ -20,8 +19,8 @@ addGenerateCommand(program);
 addServeCommand(program);
 addKeysCommand(program);
 addGatewayCommand(program);
-addPrefillCommand(program);
-addDecodeCommand(program);
+addWorkerCommand(program, 'prefill');
+addWorkerCommand(program, 'decode');
 addAuditCommand(program);
 
 try {

@@ -10,6 +10,7 @@ const request = {
   maxTokens: 4,
   sampling: { temperature: 0.7, topK: 0, topP: 0.9, seed: 42 },
   topLogprobs: 2,
+  tenantKvPagesMax: 64,
 };
 
 test('every message survives a round trip, the nonce bytes included', () => {

@@ -20,7 +20,7 @@ import type {
 } from '../engine/request.js';
 import type { PageOwner } from '../kv/page-owner.js';
 import type { TransferTicket } from '../transfer/ticket.js';
-import { type ErrorCode, KvfenceError } from '../util/errors.js';
+import { type ErrorCode, isErrorCode, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
 export type WorkerRole = 'prefill' | 'decode';
@@ -38,6 +38,8 @@ export interface WorkerHello {
   provenContext: number;
   /** decode only: where prefill workers push KV */
   transferAddress?: string;
+  /** prefill only: pages a tenant's prefix cache may hold there (absent: no cache); the gateway routes by it */
+  prefixCachePages?: number;
 }
 
 export interface PoolStats {
@@ -46,6 +48,8 @@ export interface PoolStats {
   reservations: number;
   running: number;
   waiting: number;
+  /** pages the worker's prefix cache holds (absent: no cache) */
+  pagesCached?: number;
   /** per tenant: requests in flight and pages held */
   tenants: [string, { requests: number; pages: number }][];
 }
@@ -65,30 +69,6 @@ export type ControlMessage =
   | { type: 'stats'; id: number; stats?: PoolStats }
   /** a worker recorded an isolation incident (the gateway counts it; the record is in the worker's store) */
   | { type: 'incident'; incident: IsolationIncident };
-
-const ERROR_CODES: Record<ErrorCode, true> = {
-  invalid_request_error: true,
-  invalid_model_file: true,
-  file_not_found: true,
-  unsupported_model: true,
-  context_length_exceeded: true,
-  kv_isolation_violation: true,
-  kv_capacity_exceeded: true,
-  invalid_argument: true,
-  invalid_api_key: true,
-  model_not_found: true,
-  not_found: true,
-  rate_limit_exceeded: true,
-  server_overloaded: true,
-  request_cancelled: true,
-  internal_error: true,
-  kv_transfer_failed: true,
-  worker_unavailable: true,
-};
-
-export function isErrorCode(value: string): value is ErrorCode {
-  return Object.hasOwn(ERROR_CODES, value);
-}
 
 export function endToWire(end: GenerationEnd): EndWire {
   if (end.kind !== 'failed') return end;
@@ -212,6 +192,9 @@ function hello(value: unknown): WorkerHello {
     pageSize: int(h['pageSize'], 'pageSize', 1, LIMITS.pageSizeTokensMax),
     provenContext: int(h['provenContext'], 'provenContext', 2, LIMITS.contextTokensMax),
     ...(h['transferAddress'] !== undefined ? { transferAddress: id(h['transferAddress'], 'transferAddress') } : {}),
+    ...(h['prefixCachePages'] !== undefined
+      ? { prefixCachePages: int(h['prefixCachePages'], 'prefixCachePages', 1, LIMITS.kvPagesMax) }
+      : {}),
   };
 }
 
@@ -232,6 +215,7 @@ function request(value: unknown): GenerationRequest {
       seed: int(s['seed'], 'seed', 0, 2 ** 32),
     },
     topLogprobs: int(r['topLogprobs'], 'topLogprobs', 0, LIMITS.topLogprobsMax),
+    tenantKvPagesMax: int(r['tenantKvPagesMax'], 'tenantKvPagesMax', 1, LIMITS.kvPagesMax),
   };
 }
 
@@ -292,6 +276,7 @@ function stats(value: unknown): PoolStats {
     reservations: count('reservations'),
     running: count('running'),
     waiting: count('waiting'),
+    ...(s['pagesCached'] !== undefined ? { pagesCached: count('pagesCached') } : {}),
     tenants: arr(s['tenants'], 'tenants', LIMITS.tenantCountMax).map((entry) => {
       const [tenant, t] = arr(entry, 'tenant entry', 2);
       const o = obj(t, 'tenant counts');

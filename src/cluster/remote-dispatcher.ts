@@ -2,29 +2,28 @@
  * The gateway's backend in a disaggregated deployment: the same InferenceWorker contract as the colocated worker, so
  * routes, schemas, SSE, errors and metrics are shared. For each request (DESIGN §3):
  *
- *   1. pick the least loaded decode and prefill workers that are up;
- *   2. decode ← reserve(request)          → reserved(ticket) | end(failed: 429, 503, 400 re-check …)
+ *   1. pick the least loaded decode worker that is up;
+ *   2. decode ← reserve(request)          → reserved(ticket) | end(failed: 503, 400 re-check …)
  *   3. prefill ← prefill(request, ticket, decode's transfer address) → prefilled | end(failed: original code)
  *   4. decode → token… · end               → the request's sink
  *   5. cancel (client gone, stop sequence, deadline) → both workers; a worker connection lost → its requests fail now.
  *
- * One ending per request (I6): the first of decode's end, prefill's failure or a lost worker wins, and later messages
- * for the request are ignored. A decode-side transfer failure that races the prefill's own report waits briefly
- * (graceMs) for it, so a prefill 400 reaches the client as a 400, not as the transfer failure it caused.
+ * Each request is a Flight whose state moves only through flight.ts's transition table; `end` is the one ending
+ * (I6): it cancels the request on every worker that still holds it and gives back each worker's routing count once.
+ * With prefix caches on the prefill workers, a request goes to the prefill worker its tenant's prompt head maps to
+ * (unless that one is much busier), so a tenant's shared prompt heads meet their cache.
  */
-
-import type {
-  GenerationSink,
-  InferenceWorker,
-  LogSink,
-  WorkerStats,
-  WorkerStatus,
-} from '../engine/inference-worker.js';
+import { createHash } from 'node:crypto';
+import type { GenerationSink, InferenceWorker, WorkerStats, WorkerStatus } from '../engine/inference-worker.js';
 import type { GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
+import type { TransferTicket } from '../transfer/ticket.js';
+import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
+import type { LogSink } from '../util/log.js';
 import type { TransferTransport } from '../wire/transport.js';
 import { type ControlMessage, endFromWire, type PoolStats, type WorkerHello } from './control-protocol.js';
+import { type FlightEvent, type FlightState, nextAction } from './flight.js';
 import { WorkerLink } from './worker-link.js';
 
 export interface WorkerModelFacts {
@@ -44,7 +43,7 @@ export interface RemoteDispatcherOptions {
   idleTimeoutMs: number;
   reconnectDelayMs: number;
   statsTimeoutMs: number;
-  /** how long a decode-side transfer failure waits for the prefill's own report */
+  /** how long a transfer failure seen by one side waits for the other side's report */
   graceMs: number;
   log: LogSink;
 }
@@ -54,11 +53,15 @@ interface Flight {
   readonly sink: GenerationSink;
   readonly decode: WorkerLink;
   prefill: WorkerLink | undefined;
-  /** the prefill answered (prefilled, or failed: then the flight ended) */
-  prefillDone: boolean;
-  /** a decode failure held for the prefill's report */
-  held: { end: GenerationEnd; timer: NodeJS.Timeout } | undefined;
+  state: FlightState;
+  /** the workers that still hold the request (have not reported its end): whom `end` cancels */
+  decodeHolds: boolean;
+  prefillHolds: boolean;
+  graceTimer: NodeJS.Timeout | undefined;
 }
+
+/** How much busier than the least loaded the prefill worker of a prompt head may be before another is used. */
+const AFFINITY_SLACK = 4;
 
 export class RemoteDispatcher implements InferenceWorker {
   private readonly prefills: WorkerLink[];
@@ -66,7 +69,7 @@ export class RemoteDispatcher implements InferenceWorker {
   private readonly flights = new Map<string, Flight>();
   private readonly incidentListeners: ((incident: IsolationIncident) => void)[] = [];
   private advertised: number | undefined;
-  private pageSize: number | undefined;
+  private clusterPageSize: number | undefined;
 
   constructor(private readonly options: RemoteDispatcherOptions) {
     if (options.prefill.length < 1 || options.decode.length < 1)
@@ -105,6 +108,12 @@ export class RemoteDispatcher implements InferenceWorker {
     return this.advertised;
   }
 
+  get pageSize(): number {
+    if (this.clusterPageSize === undefined)
+      throw new KvfenceError('worker_unavailable', 'the workers have not connected yet');
+    return this.clusterPageSize;
+  }
+
   submit(request: GenerationRequest, sink: GenerationSink): void {
     if (this.flights.has(request.id)) throw new KvfenceError('invalid_argument', `request id ${request.id} is in use`);
     if (this.flights.size >= LIMITS.controlRequestsInFlightMax)
@@ -114,27 +123,32 @@ export class RemoteDispatcher implements InferenceWorker {
       throw new KvfenceError('worker_unavailable', 'no decode worker is available; retry later');
     if (leastLoaded(this.prefills) === undefined)
       throw new KvfenceError('worker_unavailable', 'no prefill worker is available; retry later');
-    const flight: Flight = { request, sink, decode, prefill: undefined, prefillDone: false, held: undefined };
+    const flight: Flight = {
+      request,
+      sink,
+      decode,
+      prefill: undefined,
+      state: { name: 'reserving' },
+      decodeHolds: true,
+      prefillHolds: false,
+      graceTimer: undefined,
+    };
     this.flights.set(request.id, flight);
     decode.inFlight++;
-    if (!decode.send({ type: 'reserve', request })) {
-      this.end(flight, lost('decode', decode));
-    }
+    if (!decode.send({ type: 'reserve', request })) this.end(flight, lost('decode'));
   }
 
+  /** The client is gone (or a stop sequence ended it): both workers drop it; the sink hears nothing more. */
   cancel(requestId: string): void {
     const flight = this.flights.get(requestId);
-    if (flight === undefined) return;
-    this.forget(flight);
-    flight.decode.send({ type: 'cancel', request: requestId });
-    if (flight.prefill !== undefined && !flight.prefillDone)
-      flight.prefill.send({ type: 'cancel', request: requestId });
+    if (flight !== undefined) this.end(flight, undefined);
   }
 
   stats(): WorkerStats {
     const tenants = new Map<string, { requests: number; pages: number }>();
     let pagesTotal = 0;
     let pagesFree = 0;
+    let pagesCached = 0;
     let reservations = 0;
     let waiting = 0;
     let running = 0;
@@ -143,6 +157,7 @@ export class RemoteDispatcher implements InferenceWorker {
       if (s === undefined) continue;
       pagesTotal += s.pagesTotal;
       pagesFree += s.pagesFree;
+      pagesCached += s.pagesCached ?? 0;
       reservations += s.reservations;
       if (this.decodes.includes(link)) {
         waiting += s.waiting;
@@ -153,7 +168,7 @@ export class RemoteDispatcher implements InferenceWorker {
         tenants.set(tenant, { requests: sum.requests + t.requests, pages: sum.pages + t.pages });
       }
     }
-    return { running, waiting, pagesTotal, pagesFree, tenants, reservations };
+    return { running, waiting, pagesTotal, pagesFree, pagesCached, tenants, reservations };
   }
 
   /** Fresh stats from every worker that is up (bounded by statsTimeoutMs), for /metrics and /health. */
@@ -176,7 +191,7 @@ export class RemoteDispatcher implements InferenceWorker {
     ];
   }
 
-  /** Fresh pool stats of every worker; undefined for one that is down. */
+  /** Fresh pool stats of every worker (prefill workers first); undefined for one that is down. */
   async poolStats(): Promise<(PoolStats | undefined)[]> {
     return Promise.all([...this.prefills, ...this.decodes].map((l) => l.stats()));
   }
@@ -186,13 +201,8 @@ export class RemoteDispatcher implements InferenceWorker {
   }
 
   async close(): Promise<void> {
-    for (const flight of [...this.flights.values()]) {
-      this.cancel(flight.request.id);
-      flight.sink.onEnd({
-        kind: 'failed',
-        error: new KvfenceError('worker_unavailable', 'the gateway is shutting down'),
-      });
-    }
+    const error = new KvfenceError('worker_unavailable', 'the gateway is shutting down');
+    for (const flight of [...this.flights.values()]) this.end(flight, { kind: 'failed', error });
     for (const l of [...this.prefills, ...this.decodes]) l.close();
   }
 
@@ -205,13 +215,13 @@ export class RemoteDispatcher implements InferenceWorker {
       hello.kvDim !== m.kvDim
     )
       return `worker ${hello.name} serves another model (${hello.modelName})`;
-    if (this.pageSize !== undefined && hello.pageSize !== this.pageSize)
-      return `worker ${hello.name} has KV pages of ${hello.pageSize} tokens, the cluster ${this.pageSize}`;
+    if (this.clusterPageSize !== undefined && hello.pageSize !== this.clusterPageSize)
+      return `worker ${hello.name} has KV pages of ${hello.pageSize} tokens, the cluster ${this.clusterPageSize}`;
     if (this.advertised !== undefined && hello.provenContext < this.advertised)
       return `worker ${hello.name} proves a context of ${hello.provenContext} tokens, below the advertised ${this.advertised}`;
     if (hello.role === 'decode' && hello.transferAddress === undefined)
       return `decode worker ${hello.name} gave no transfer address`;
-    this.pageSize = hello.pageSize;
+    this.clusterPageSize = hello.pageSize;
     return undefined;
   }
 
@@ -223,140 +233,134 @@ export class RemoteDispatcher implements InferenceWorker {
     if (!('request' in message) || typeof message.request !== 'string') return;
     const flight = this.flights.get(message.request);
     if (flight === undefined) return; // ended or cancelled already: dropped
+    const event = this.eventOf(flight, link, message);
+    if (event === undefined) {
+      this.end(flight, {
+        kind: 'failed',
+        error: new KvfenceError('internal_error', `a worker sent an unexpected ${message.type}`),
+      });
+      return;
+    }
+    if (event.kind === 'decode_end') this.settle(flight, 'decode');
+    if (event.kind === 'prefill_end' || event.kind === 'prefilled') this.settle(flight, 'prefill');
+    this.apply(flight, event);
+  }
+
+  /** A message as an event of its flight, if it came from the worker that may send it. */
+  private eventOf(flight: Flight, link: WorkerLink, message: ControlMessage): FlightEvent | undefined {
     const fromDecode = link === flight.decode;
     const fromPrefill = link === flight.prefill;
     switch (message.type) {
-      case 'reserved': {
-        if (!fromDecode || flight.prefill !== undefined) {
-          this.end(flight, protocolError(link, message.type));
-          return;
-        }
-        const prefill = leastLoaded(this.prefills);
-        const decodeAddress = flight.decode.hello?.transferAddress;
-        if (prefill === undefined || decodeAddress === undefined) {
-          flight.decode.send({ type: 'cancel', request: flight.request.id });
-          this.end(flight, {
-            kind: 'failed',
-            error: new KvfenceError('worker_unavailable', 'no prefill worker is available; retry later'),
-          });
-          return;
-        }
-        flight.prefill = prefill;
-        prefill.inFlight++;
-        if (!prefill.send({ type: 'prefill', request: flight.request, ticket: message.ticket, decodeAddress })) {
-          flight.decode.send({ type: 'cancel', request: flight.request.id });
-          this.end(flight, lost('prefill', prefill));
-        }
-        return;
-      }
+      case 'reserved':
+        return fromDecode ? { kind: 'reserved', ticket: message.ticket } : undefined;
       case 'token':
-        if (!fromDecode) {
-          this.end(flight, protocolError(link, message.type));
-          return;
-        }
-        flight.sink.onToken(message.token);
-        return;
+        return fromDecode ? { kind: 'token', token: message.token } : undefined;
       case 'prefilled':
-        if (!fromPrefill) {
-          this.end(flight, protocolError(link, message.type));
-          return;
-        }
-        this.prefillAnswered(flight);
-        return;
+        return fromPrefill ? { kind: 'prefilled' } : undefined;
       case 'end': {
         const end = endFromWire(message.end);
-        if (fromPrefill) {
-          this.prefillAnswered(flight);
-          if (end.kind !== 'failed') {
-            this.end(flight, protocolError(link, 'end(finished)'));
-            return;
-          }
-          if (end.error.code === 'kv_transfer_failed') {
-            // the decode side (or its death) tells what happened to this transfer better: wait briefly for it
-            this.hold(flight, end);
-            return;
-          }
-          flight.decode.send({ type: 'cancel', request: flight.request.id });
-          this.end(flight, end);
-          return;
-        }
-        if (!fromDecode) return;
-        if (
-          end.kind === 'failed' &&
-          end.error.code === 'kv_transfer_failed' &&
-          flight.prefill !== undefined &&
-          !flight.prefillDone
-        ) {
-          this.hold(flight, end); // the prefill's own report may carry the original code (a 400 stays a 400)
-          return;
-        }
-        if (end.kind === 'failed' && flight.prefill !== undefined && !flight.prefillDone)
-          flight.prefill.send({ type: 'cancel', request: flight.request.id });
-        this.end(flight, end);
-        return;
+        if (fromDecode) return { kind: 'decode_end', end };
+        return fromPrefill ? { kind: 'prefill_end', end } : undefined;
       }
       default:
-        this.end(flight, protocolError(link, message.type));
+        return undefined;
+    }
+  }
+
+  private apply(flight: Flight, event: FlightEvent): void {
+    const action = nextAction(flight.state, event);
+    switch (action.kind) {
+      case 'start_prefill':
+        this.startPrefill(flight, action.ticket);
+        return;
+      case 'deliver':
+        flight.sink.onToken(action.token);
+        return;
+      case 'move':
+        flight.state = action.to;
+        return;
+      case 'hold':
+        flight.state = action.to;
+        flight.graceTimer = setTimeout(() => this.apply(flight, { kind: 'grace_over' }), this.options.graceMs);
+        return;
+      case 'end':
+        this.end(flight, action.end);
         return;
     }
   }
 
-  /**
-   * A transfer failure reported by one side waits up to graceMs for the other side's report (or its loss), which ends
-   * the flight instead when it comes: a prefill's 4xx, or a dead decode's worker_unavailable.
-   */
-  private hold(flight: Flight, end: GenerationEnd): void {
-    if (flight.held !== undefined) {
-      this.end(flight, end.kind === 'failed' && end.error.code !== 'kv_transfer_failed' ? end : flight.held.end);
+  /** Step 3: the job goes to a prefill worker with the decode worker's ticket and transfer address. */
+  private startPrefill(flight: Flight, ticket: TransferTicket): void {
+    const prefill = this.pickPrefill(flight.request);
+    const decodeAddress = flight.decode.hello?.transferAddress;
+    if (prefill === undefined || decodeAddress === undefined) {
+      this.end(flight, {
+        kind: 'failed',
+        error: new KvfenceError('worker_unavailable', 'no prefill worker is available; retry later'),
+      });
       return;
     }
-    flight.held = { end, timer: setTimeout(() => this.end(flight, end), this.options.graceMs) };
-  }
-
-  private prefillAnswered(flight: Flight): void {
-    if (flight.prefillDone) return;
-    flight.prefillDone = true;
-    if (flight.prefill !== undefined) flight.prefill.inFlight--;
-    if (flight.held !== undefined) {
-      // the prefill reported success yet decode failed: decode's failure stands
-      const held = flight.held;
-      queueMicrotask(() => this.end(flight, held.end));
-    }
+    flight.prefill = prefill;
+    flight.prefillHolds = true;
+    prefill.inFlight++;
+    flight.state = { name: 'transferring' };
+    if (!prefill.send({ type: 'prefill', request: flight.request, ticket, decodeAddress }))
+      this.end(flight, lost('prefill'));
   }
 
   private onDown(link: WorkerLink, why: string): void {
     for (const flight of [...this.flights.values()]) {
-      if (flight.decode === link) {
-        if (flight.prefill !== undefined && !flight.prefillDone)
-          flight.prefill.send({ type: 'cancel', request: flight.request.id });
-        this.end(flight, lost('decode', link, why));
-      } else if (flight.prefill === link && !flight.prefillDone) {
-        flight.decode.send({ type: 'cancel', request: flight.request.id });
-        this.end(flight, lost('prefill', link, why));
-      }
+      if (flight.decode === link && flight.decodeHolds) this.end(flight, lost('decode'));
+      else if (flight.prefill === link && flight.prefillHolds) this.end(flight, lost('prefill'));
+      else continue;
+      this.options.log.warn(
+        { request: flight.request.id, worker: link.address, why },
+        'a worker of the request went away',
+      );
     }
   }
 
-  /** The one ending of a flight (I6). A failure cancels it on both workers (a no-op where it already ended). */
-  private end(flight: Flight, end: GenerationEnd): void {
+  /** A worker reported the request's end (or its own part done): it no longer holds it. */
+  private settle(flight: Flight, side: 'decode' | 'prefill'): void {
+    if (side === 'decode' && flight.decodeHolds) {
+      flight.decodeHolds = false;
+      flight.decode.inFlight--;
+    } else if (side === 'prefill' && flight.prefillHolds) {
+      flight.prefillHolds = false;
+      flight.prefill!.inFlight--;
+    }
+    assert(flight.decode.inFlight >= 0 && (flight.prefill?.inFlight ?? 0) >= 0, 'routing counts stay non-negative');
+  }
+
+  /**
+   * The one ending of a flight (I6): every worker still holding it is told to cancel (and frees and scrubs), each
+   * worker's routing count goes down once, and the sink hears `end` — or nothing, for a client's own cancel.
+   */
+  private end(flight: Flight, end: GenerationEnd | undefined): void {
     if (this.flights.get(flight.request.id) !== flight) return;
-    if (end.kind === 'failed') {
-      flight.decode.send({ type: 'cancel', request: flight.request.id });
-      if (flight.prefill !== undefined && !flight.prefillDone)
-        flight.prefill.send({ type: 'cancel', request: flight.request.id });
+    this.flights.delete(flight.request.id);
+    flight.state = { name: 'ended' };
+    if (flight.graceTimer !== undefined) clearTimeout(flight.graceTimer);
+    for (const side of ['decode', 'prefill'] as const) {
+      const holds = side === 'decode' ? flight.decodeHolds : flight.prefillHolds;
+      if (!holds) continue;
+      (side === 'decode' ? flight.decode : flight.prefill!).send({ type: 'cancel', request: flight.request.id });
+      this.settle(flight, side);
     }
-    this.forget(flight);
-    flight.sink.onEnd(end);
+    if (end !== undefined) flight.sink.onEnd(end);
   }
 
-  private forget(flight: Flight): void {
-    this.flights.delete(flight.request.id);
-    if (flight.held !== undefined) clearTimeout(flight.held.timer);
-    flight.decode.inFlight--;
-    if (flight.prefill !== undefined && !flight.prefillDone) {
-      flight.prefillDone = true;
-      flight.prefill.inFlight--;
-    }
+  private pickPrefill(request: GenerationRequest): WorkerLink | undefined {
+    const least = leastLoaded(this.prefills);
+    // a prefill worker with a prefix cache says so in its hello: then a tenant's prompt heads go to the same one
+    const caching = this.prefills.some((l) => l.hello?.prefixCachePages !== undefined);
+    if (!caching || least === undefined) return least;
+    const pageSize = this.pageSize;
+    if (request.promptTokens.length <= pageSize) return least; // no whole page to reuse
+    const head = Int32Array.from(request.promptTokens.slice(0, pageSize));
+    const digest = createHash('sha256').update(request.tenant, 'utf8').update(new Uint8Array(head.buffer)).digest();
+    const preferred = this.prefills[digest.readUInt32LE(0) % this.prefills.length]!;
+    return preferred.up && preferred.inFlight <= least.inFlight + AFFINITY_SLACK ? preferred : least;
   }
 }
 
@@ -366,17 +370,10 @@ function leastLoaded(links: readonly WorkerLink[]): WorkerLink | undefined {
   return best;
 }
 
-function lost(role: string, link: WorkerLink, why = 'not connected'): GenerationEnd {
-  const name = link.hello?.name ?? link.address;
+/** What a client learns of a lost worker: its role, never its address or name (I12); the log has the rest. */
+function lost(role: 'prefill' | 'decode'): GenerationEnd {
   return {
     kind: 'failed',
-    error: new KvfenceError('worker_unavailable', `the ${role} worker ${name} went away (${why}); retry later`),
-  };
-}
-
-function protocolError(link: WorkerLink, what: string): GenerationEnd {
-  return {
-    kind: 'failed',
-    error: new KvfenceError('internal_error', `worker ${link.hello?.name ?? link.address} sent an unexpected ${what}`),
+    error: new KvfenceError('worker_unavailable', `a ${role} worker went away; retry later`),
   };
 }

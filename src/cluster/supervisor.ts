@@ -1,17 +1,19 @@
 /**
- * Supervised worker processes for `kvfence serve --disaggregated`: each prefill and decode worker is the same
- * `kvfence` CLI in a child process (child_process.fork, so it reports its bound addresses over the IPC channel and dies
- * with its parent). The cluster secret travels in the child's environment, never on its command line.
+ * Supervised worker processes for `kvfence serve --disaggregated`: each prefill and decode worker is a child process
+ * (child_process.fork of the worker program) that gets its typed config and the cluster secret in one IPC message,
+ * reports its bound addresses over IPC, and dies with its parent. Children get a minimal environment, never the
+ * parent's whole one.
  *
- * Restart policy: a worker that exits unexpectedly is reported, the gateway fails its in-flight requests at once (its
- * control connection breaks), and the worker is started again on the same addresses, at most LIMITS.workerRestartsMax
- * times; the gateway reconnects to it by itself.
+ * Restart policy: a worker that exits unexpectedly is reported (the gateway fails its in-flight requests at once: its
+ * control connection breaks), then started again on the same addresses after a backoff that doubles with each exit
+ * inside the window (restartBackoffMs × 2^(n−1), at most restartBackoffMaxMs) and resets once the window passes
+ * without one. It never stops trying: `status` tells /health which roles have a live worker meanwhile.
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import type { LogSink } from '../engine/inference-worker.js';
 import { KvfenceError } from '../util/errors.js';
-import { LIMITS } from '../util/limits.js';
+import type { LogSink } from '../util/log.js';
 import type { WorkerRole } from './control-protocol.js';
+import type { WorkerConfig, WorkerStart } from './worker-config.js';
 
 /** What a worker process sends its supervisor once it listens. */
 export interface WorkerReady {
@@ -30,33 +32,42 @@ export function isWorkerReady(value: unknown): value is WorkerReady {
   );
 }
 
-export interface SupervisedSpec {
-  name: string;
-  role: WorkerRole;
-  /** CLI arguments after the role; the supervisor adds --name and the listen addresses */
-  args: readonly string[];
-  /** extra environment of this worker (tests only: fault injection, the capacity-proof bypass) */
-  env?: Readonly<Record<string, string>>;
-}
+/** The only variables a child inherits: what node and the OS need, nothing of the parent's configuration. */
+const CHILD_ENV = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'TZ', 'TMPDIR', 'UV_THREADPOOL_SIZE'];
 
 export interface SupervisorOptions {
-  cliPath: string;
-  /** the environment of every child (the cluster secret is in it) */
-  env: NodeJS.ProcessEnv;
-  host: string;
+  /** the worker program (launch/worker-entry.js; tests: a program of their own) and its arguments */
+  program: string;
+  programArgs?: readonly string[];
+  /** the cluster secret, hex: sent to each child in its start message */
+  secretHex: string;
   readyTimeoutMs: number;
+  restartBackoffMs: number;
+  restartBackoffMaxMs: number;
+  /** exits further apart than this reset the backoff */
+  restartWindowMs: number;
   /** the children's stdout: shown, or dropped (tests) */
   stdout: 'inherit' | 'ignore';
   log: LogSink;
-  /** called on each unexpected exit, after it was logged */
-  onExit?: (name: string, code: number | null, signal: NodeJS.Signals | null) => void;
+}
+
+export interface WorkerStatusLine {
+  name: string;
+  role: WorkerRole;
+  /** the process is running and said it listens */
+  up: boolean;
+  restarts: number;
 }
 
 interface Supervised {
-  spec: SupervisedSpec;
-  child: ChildProcess;
+  config: WorkerConfig;
+  child: ChildProcess | undefined;
   ready: WorkerReady;
   restarts: number;
+  /** exits inside the current window, for the backoff */
+  recentExits: number;
+  lastExitMs: number;
+  retry: NodeJS.Timeout | undefined;
 }
 
 export class Supervisor {
@@ -66,54 +77,67 @@ export class Supervisor {
   constructor(private readonly options: SupervisorOptions) {}
 
   /** Starts a worker and resolves with its addresses once it listens (or rejects with its exit). */
-  async start(spec: SupervisedSpec): Promise<WorkerReady> {
-    const listen = [`--control-listen`, `${this.options.host}:0`];
-    if (spec.role === 'decode') listen.push('--transfer-listen', `${this.options.host}:0`);
-    const { child, ready } = await this.spawn(spec, listen);
-    this.workers.set(spec.name, { spec, child, ready, restarts: 0 });
-    this.watch(spec.name, child);
+  async start(config: WorkerConfig): Promise<WorkerReady> {
+    const { child, ready } = await this.spawn(config);
+    const w: Supervised = { config, child, ready, restarts: 0, recentExits: 0, lastExitMs: 0, retry: undefined };
+    this.workers.set(config.name, w);
+    this.watch(w, child);
     return ready;
   }
 
   pid(name: string): number | undefined {
-    return this.workers.get(name)?.child.pid;
+    return this.workers.get(name)?.child?.pid;
   }
 
   /** Tests: kill a worker the hard way. */
   kill(name: string, signal: NodeJS.Signals = 'SIGKILL'): void {
-    this.workers.get(name)?.child.kill(signal);
+    this.workers.get(name)?.child?.kill(signal);
+  }
+
+  status(): WorkerStatusLine[] {
+    return [...this.workers.values()].map((w) => ({
+      name: w.config.name,
+      role: w.config.role,
+      up: w.child !== undefined,
+      restarts: w.restarts,
+    }));
   }
 
   async close(): Promise<void> {
     this.closing = true;
     await Promise.all(
-      [...this.workers.values()].map(
-        ({ child }) =>
-          new Promise<void>((resolve) => {
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            const force = setTimeout(() => child.kill('SIGKILL'), 5_000);
-            child.once('exit', () => {
-              clearTimeout(force);
-              resolve();
-            });
-            child.kill('SIGTERM');
-          }),
-      ),
+      [...this.workers.values()].map((w) => {
+        if (w.retry !== undefined) clearTimeout(w.retry);
+        const child = w.child;
+        return new Promise<void>((resolve) => {
+          if (child === undefined || child.exitCode !== null || child.signalCode !== null) return resolve();
+          const force = setTimeout(() => child.kill('SIGKILL'), 5_000);
+          child.once('exit', () => {
+            clearTimeout(force);
+            resolve();
+          });
+          child.kill('SIGTERM');
+        });
+      }),
     );
   }
 
-  private spawn(spec: SupervisedSpec, listen: readonly string[]): Promise<{ child: ChildProcess; ready: WorkerReady }> {
-    const child = fork(this.options.cliPath, [spec.role, ...spec.args, '--name', spec.name, ...listen], {
-      env: { ...this.options.env, ...spec.env },
+  private spawn(config: WorkerConfig): Promise<{ child: ChildProcess; ready: WorkerReady }> {
+    const env: NodeJS.ProcessEnv = {};
+    for (const name of CHILD_ENV) if (process.env[name] !== undefined) env[name] = process.env[name];
+    const child = fork(this.options.program, [...(this.options.programArgs ?? [])], {
+      env,
       stdio: ['ignore', this.options.stdout, 'inherit', 'ipc'],
     });
+    const start: WorkerStart = { kind: 'start', config, secretHex: this.options.secretHex };
+    child.send(start);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
         reject(
           new KvfenceError(
             'worker_unavailable',
-            `worker ${spec.name} did not start within ${this.options.readyTimeoutMs} ms`,
+            `worker ${config.name} did not start within ${this.options.readyTimeoutMs} ms`,
           ),
         );
       }, this.options.readyTimeoutMs);
@@ -122,7 +146,7 @@ export class Supervisor {
         reject(
           new KvfenceError(
             'worker_unavailable',
-            `worker ${spec.name} exited during startup (code ${code}, signal ${signal})`,
+            `worker ${config.name} exited during startup (code ${code}, signal ${signal})`,
           ),
         );
       };
@@ -136,32 +160,53 @@ export class Supervisor {
     });
   }
 
-  private watch(name: string, child: ChildProcess): void {
+  private watch(w: Supervised, child: ChildProcess): void {
     child.once('exit', (code, signal) => {
-      const w = this.workers.get(name);
-      if (this.closing || w === undefined || w.child !== child) return;
-      this.options.log.error({ worker: name, code, signal }, 'worker exited; its in-flight requests fail');
-      this.options.onExit?.(name, code, signal);
-      if (w.restarts >= LIMITS.workerRestartsMax) {
-        this.options.log.error({ worker: name }, `worker restarted ${w.restarts} times; not restarting it again`);
-        return;
-      }
-      w.restarts++;
-      const listen = ['--control-listen', w.ready.control];
-      if (w.ready.transfer !== undefined) listen.push('--transfer-listen', w.ready.transfer);
-      this.spawn(w.spec, listen).then(
-        ({ child: next, ready }) => {
+      if (this.closing || w.child !== child) return;
+      w.child = undefined;
+      const now = Date.now();
+      w.recentExits = now - w.lastExitMs > this.options.restartWindowMs ? 1 : w.recentExits + 1;
+      w.lastExitMs = now;
+      const delayMs = Math.min(
+        this.options.restartBackoffMs * 2 ** (w.recentExits - 1),
+        this.options.restartBackoffMaxMs,
+      );
+      this.options.log.error(
+        { worker: w.config.name, code, signal, restartInMs: delayMs },
+        'worker exited; its in-flight requests fail; restarting it',
+      );
+      this.scheduleRestart(w, delayMs);
+    });
+  }
+
+  private scheduleRestart(w: Supervised, delayMs: number): void {
+    w.retry = setTimeout(() => {
+      w.retry = undefined;
+      if (this.closing) return;
+      // the same addresses: the gateway reconnects by itself
+      const config: WorkerConfig = {
+        ...w.config,
+        controlListen: w.ready.control,
+        ...(w.ready.transfer !== undefined ? { transferListen: w.ready.transfer } : {}),
+      };
+      this.spawn(config).then(
+        ({ child, ready }) => {
           if (this.closing) {
-            next.kill('SIGTERM');
+            child.kill('SIGTERM');
             return;
           }
-          w.child = next;
+          w.child = child;
           w.ready = ready;
-          this.options.log.info({ worker: name, restarts: w.restarts }, 'worker restarted');
-          this.watch(name, next);
+          w.restarts++;
+          this.options.log.info({ worker: w.config.name, restarts: w.restarts }, 'worker restarted');
+          this.watch(w, child);
         },
-        (error: unknown) => this.options.log.error({ worker: name, err: String(error) }, 'worker restart failed'),
+        (error: unknown) => {
+          this.options.log.error({ worker: w.config.name, err: String(error) }, 'worker restart failed; trying again');
+          const next = Math.min(delayMs * 2, this.options.restartBackoffMaxMs);
+          this.scheduleRestart(w, Math.max(next, this.options.restartBackoffMs));
+        },
       );
-    });
+    }, delayMs);
   }
 }

@@ -5,8 +5,8 @@
  * dispatcher fails that worker's requests at once (never left to hang, I6).
  */
 
-import type { LogSink } from '../engine/inference-worker.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
+import type { LogSink } from '../util/log.js';
 import type { TransferTransport } from '../wire/transport.js';
 import { ControlConnection } from './control-channel.js';
 import type { ControlMessage, PoolStats, WorkerHello } from './control-protocol.js';

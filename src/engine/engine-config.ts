@@ -2,13 +2,6 @@
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
-export interface TenantLimits {
-  /** waiting + running requests of the tenant at once; more get 429 */
-  concurrentRequestsMax: number;
-  /** KV pages the tenant's running requests may hold together; more wait (one tenant cannot starve the others) */
-  kvPagesMax: number;
-}
-
 export interface EngineConfig {
   /** largest prompt + maxTokens accepted: the I1 proof's result */
   provenContext: number;
@@ -23,7 +16,6 @@ export interface EngineConfig {
   prefillChunkTokens: number;
   /** tokens (decode + prefill) of all sequences per step at most; at least runningMax so every decoder advances */
   stepTokenBudget: number;
-  tenantLimits: (tenant: string) => TenantLimits;
   /** end-of-generation tokens: generation stops before emitting one */
   isStopToken: (id: number) => boolean;
 }

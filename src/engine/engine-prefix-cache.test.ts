@@ -11,7 +11,7 @@ import { GREEDY } from './sampler.js';
 const HEAD = Array.from({ length: 40 }, (_, i) => (i * 53 + 9) % 500); // 2.5 pages shared by the prompts below
 
 function ask(id: string, tenant: string, promptTokens: number[], maxTokens = 6): GenerationRequest {
-  return { id, tenant, promptTokens, maxTokens, sampling: GREEDY, topLogprobs: 2 };
+  return { id, tenant, promptTokens, maxTokens, sampling: GREEDY, topLogprobs: 2, tenantKvPagesMax: 64 };
 }
 
 function solo(r: GenerationRequest) {

@@ -60,9 +60,10 @@ test('admission reserves the whole need: a request that does not fit waits, then
 
 test('the tenant page quota holds a flooding tenant back without blocking others', () => {
   const forward = forwardFor(model, 64, 16);
-  const engine = new Engine(config({ tenantLimits: () => ({ concurrentRequestsMax: 16, kvPagesMax: 20 }) }), forward);
-  for (let i = 0; i < 4; i++) engine.submit(request(`flood${i}`, 'flood', 200, 40), 0); // 15 pages each
-  engine.submit(request('quiet', 'quiet', 3, 2), 0);
+  const engine = new Engine(config(), forward);
+  // the quota travels with each request (the gateway's tenant table): 20 pages
+  for (let i = 0; i < 4; i++) engine.submit(request(`flood${i}`, 'flood', 200, 40, 20), 0); // 15 pages each
+  engine.submit(request('quiet', 'quiet', 3, 2, 20), 0);
   engine.step(0);
   assert.deepEqual(engine.runningRequestsOf('flood'), ['flood0']);
   assert.deepEqual(engine.runningRequestsOf('quiet'), ['quiet']);
@@ -73,12 +74,9 @@ test('the tenant page quota holds a flooding tenant back without blocking others
   assert.ok(maxFloodPages <= 20, `flood held ${maxFloodPages} pages`);
 });
 
-test('limits: 429 over the tenant concurrency, 503 when the queue is full or the wait too long, 400 over the context', () => {
+test('limits: 503 when the queue is full or the wait too long, 400 over the context, 503 past the quota', () => {
   const forward = forwardFor(model, 16, 16);
-  const engine = new Engine(
-    config({ waitingMax: 2, queueTimeoutMs: 50, tenantLimits: () => ({ concurrentRequestsMax: 2, kvPagesMax: 16 }) }),
-    forward,
-  );
+  const engine = new Engine(config({ waitingMax: 2, queueTimeoutMs: 50 }), forward);
   const code = (fn: () => void) => {
     try {
       fn();
@@ -101,9 +99,9 @@ test('limits: 429 over the tenant concurrency, 503 when the queue is full or the
     'accepted',
   );
   assert.equal(
-    code(() => engine.submit(request('a3', 'a', 4, 4), 0)),
-    'rate_limit_exceeded',
-  );
+    code(() => engine.submit(request('q', 'q', 100, 150, 15), 0)),
+    'kv_capacity_exceeded',
+  ); // 16 pages can never fit a quota of 15: refused now, not after the queue timeout
   assert.equal(
     code(() => engine.submit(request('b1', 'b', 4, 4), 0)),
     'server_overloaded',

@@ -7,14 +7,16 @@ import type { ForwardOutput, ForwardPass } from '../compute/forward.js';
 import { KvIsolationError } from '../kv/isolation-error.js';
 import { pagesForTokens } from '../kv/kv-layout.js';
 import type { PagePool, PageReservation } from '../kv/page-pool.js';
-import { newPageTable, type PageTable } from '../kv/page-table.js';
+import type { PageTable } from '../kv/page-table.js';
 import type { PrefixCache } from '../kv/prefix-cache.js';
 import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
+import { checkFits, pickAdmissions, validateRequest } from './admission.js';
 import { type EngineConfig, validateEngineConfig } from './engine-config.js';
+import { grantPages } from './page-grant.js';
 import type { EngineEvent, GeneratedToken, GenerationRequest, TokenLogprob } from './request.js';
 import { logSoftmax } from './sampler.js';
-import { pickAdmissions, planStep } from './scheduler.js';
+import { planStep } from './scheduler.js';
 import { Sequence } from './sequence.js';
 
 export interface EngineStats {
@@ -28,19 +30,9 @@ export interface EngineStats {
   tenants: Map<string, { requests: number; pages: number }>;
 }
 
-/** Mutation self-test hook: see test/mutants/. Seeded faults, each off unless a test entry point sets it. */
-export interface EngineMutants {
-  /** (b): a cancel frees the request's pages but leaves it in the batch, still writing through its old table */
-  cancelLeavesRunning?: boolean;
-  /** (e): a failed or aborted request ends as finished ('length') with what it generated so far */
-  abortAsSuccess?: boolean;
-}
-
 export interface EngineOptions {
   /** the tenant-scoped prefix cache over the forward pass's pool (none: every prompt is computed in full) */
   prefixCache?: PrefixCache;
-  /** mutation self-test hook: see test/mutants/ (no production caller passes it) */
-  mutants?: EngineMutants;
 }
 
 /** What a decode worker hands the engine once a transfer committed (see `Engine.adoptTransferred`). */
@@ -59,9 +51,8 @@ export class Engine {
   private readonly waiting: Sequence[] = [];
   private readonly running: Sequence[] = [];
   private readonly tenantRequests = new Map<string, number>();
-  private readonly pool: PagePool;
+  protected readonly pool: PagePool;
   private readonly prefixCache: PrefixCache | undefined;
-  private readonly mutants: EngineMutants;
 
   constructor(
     readonly config: EngineConfig,
@@ -71,7 +62,6 @@ export class Engine {
     validateEngineConfig(config);
     this.pool = forward.pool;
     this.prefixCache = options.prefixCache;
-    this.mutants = options.mutants ?? {}; // mutation self-test hook: see test/mutants/
     // I1 again where the pages are: the largest accepted request fits the pool.
     assert(
       pagesForTokens(this.pool.layout, config.provenContext) <= this.pool.pageCount,
@@ -83,40 +73,12 @@ export class Engine {
     return this.waiting.length > 0 || this.running.length > 0;
   }
 
-  /** Queues a request or throws a KvfenceError (400 context, 429 tenant limit, 503 queue full): nothing reserved then. */
+  /** Queues a request or throws a KvfenceError (400 invalid or over the context, 503 queue full): nothing reserved then. */
   submit(request: GenerationRequest, nowMs: number): void {
-    const { promptTokens, maxTokens, tenant } = request;
-    // Defence in depth (I2): the gateway checked this already.
-    if (promptTokens.length === 0) throw new KvfenceError('invalid_request_error', 'the prompt is empty', 'prompt');
-    if (!Number.isInteger(maxTokens) || maxTokens < 1)
-      throw new KvfenceError('invalid_request_error', 'max tokens must be at least 1', 'max_tokens');
-    if (promptTokens.length + maxTokens > this.config.provenContext) {
-      throw new KvfenceError(
-        'context_length_exceeded',
-        `prompt (${promptTokens.length} tokens) + max tokens (${maxTokens}) exceeds the context of ${this.config.provenContext} tokens`,
-        'messages',
-      );
-    }
-    for (const id of promptTokens) {
-      if (!Number.isInteger(id) || id < 0 || id >= this.config.vocabSize) {
-        throw new KvfenceError(
-          'invalid_request_error',
-          `token id ${id} is outside the vocabulary of ${this.config.vocabSize}`,
-          'prompt',
-        );
-      }
-    }
+    validateRequest(request, this.config); // defence in depth (I2): the gateway checked this already
     assert(!this.find(request.id), `request id ${request.id} is already in use`);
-    const limits = this.config.tenantLimits(tenant);
-    const active = this.tenantRequests.get(tenant) ?? 0;
-    if (active >= limits.concurrentRequestsMax) {
-      throw new KvfenceError(
-        'rate_limit_exceeded',
-        `tenant ${tenant} already has ${active} requests in flight (limit ${limits.concurrentRequestsMax})`,
-      );
-    }
-    const pagesNeeded = pagesForTokens(this.pool.layout, promptTokens.length + maxTokens);
-    assert(pagesNeeded <= limits.kvPagesMax, 'the capacity proof covers every tenant quota');
+    const pagesNeeded = pagesForTokens(this.pool.layout, request.promptTokens.length + request.maxTokens);
+    checkFits(pagesNeeded, this.pool.pageCount, request.tenantKvPagesMax, 'KV');
     if (this.waiting.length >= this.config.waitingMax) {
       throw new KvfenceError(
         'server_overloaded',
@@ -124,7 +86,7 @@ export class Engine {
       );
     }
     this.waiting.push(new Sequence(request, pagesNeeded, nowMs + this.config.queueTimeoutMs));
-    this.tenantRequests.set(tenant, active + 1);
+    this.countRequest(request.tenant, +1);
   }
 
   /**
@@ -155,17 +117,13 @@ export class Engine {
     seq.sampler.skipDraw();
     seq.state = 'decoding';
     this.running.push(seq);
-    this.tenantRequests.set(request.tenant, (this.tenantRequests.get(request.tenant) ?? 0) + 1);
+    this.countRequest(request.tenant, +1);
   }
 
   /** Drops a request wherever it is; its pages are scrubbed and free before this returns. False when unknown/ended. */
   cancel(requestId: string): boolean {
     const seq = this.find(requestId);
     if (seq === undefined) return false;
-    if (this.mutants.cancelLeavesRunning === true && seq.state !== 'waiting' && seq.reservation !== undefined) {
-      this.pool.release(seq.reservation); // mutation self-test hook: see test/mutants/
-      return true;
-    }
     this.remove(seq);
     return true;
   }
@@ -232,27 +190,20 @@ export class Engine {
   private admit(): void {
     if (this.waiting.length === 0) return; // the cache's evictable count below walks its entries
     const cache = this.prefixCache;
-    const pages = {
-      free: this.pool.freePageCount + (cache?.evictablePages ?? 0),
-      ofTenant: (tenant: string) => this.pool.pagesOfTenant(tenant) - (cache?.pagesOf(tenant) ?? 0),
+    const room = {
+      running: this.running.length,
+      runningMax: this.config.runningMax,
+      freePages: this.pool.freePageCount + (cache?.evictablePages ?? 0),
+      // cached pages are the tenant's cache's, not its requests': they do not count against its quota
+      pagesOfTenant: (tenant: string) => this.pool.requestPagesOf(tenant),
     };
-    for (const seq of pickAdmissions(this.config, this.waiting, this.running.length, pages)) {
-      const table = newPageTable({ tenant: seq.tenant, request: seq.id });
-      if (cache !== undefined) {
-        // Cached pages of the prompt's head, never all of it: the last prompt token is computed for its logits.
-        const prompt = seq.request.promptTokens;
-        seq.prefixKeys = cache.keysOf(seq.tenant, prompt);
-        seq.prefixHits = cache.attach(
-          table,
-          seq.prefixKeys,
-          Math.floor((prompt.length - 1) / this.pool.layout.pageSize),
-        );
-        assert(cache.makeRoom(seq.pagesNeeded - table.sharedPages), 'admission counted the evictable cached pages');
-      }
-      const reservation = this.pool.reserve(table.owner, seq.pagesNeeded - table.sharedPages);
-      assert(reservation !== undefined, 'admission checked the free pages');
-      seq.reservation = reservation;
-      seq.table = this.pool.acquire(reservation, table);
+    for (const seq of pickAdmissions(this.waiting, room)) {
+      const owner = { tenant: seq.tenant, request: seq.id };
+      const grant = grantPages(this.pool, cache, owner, seq.request.promptTokens, seq.pagesNeeded);
+      seq.reservation = grant.reservation;
+      seq.table = grant.table;
+      seq.prefixKeys = grant.prefixKeys;
+      seq.prefixHits = grant.prefixHits;
       seq.state = 'prefilling';
       this.waiting.splice(this.waiting.indexOf(seq), 1);
       this.running.push(seq);
@@ -319,7 +270,7 @@ export class Engine {
     );
   }
 
-  private finish(seq: Sequence, reason: 'stop' | 'length', events: EngineEvent[]): void {
+  protected finish(seq: Sequence, reason: 'stop' | 'length', events: EngineEvent[]): void {
     this.remove(seq);
     const end = {
       kind: 'finished' as const,
@@ -330,11 +281,8 @@ export class Engine {
     events.push({ kind: 'end', request: seq.id, end });
   }
 
-  private fail(seq: Sequence, error: KvfenceError, events: EngineEvent[]): void {
-    if (this.mutants.abortAsSuccess === true) {
-      this.finish(seq, 'length', events); // mutation self-test hook: see test/mutants/
-      return;
-    }
+  /** A request's one failed ending (I6). Protected, with `finish` and `find`, for the mutation self-test. */
+  protected fail(seq: Sequence, error: KvfenceError, events: EngineEvent[]): void {
     this.remove(seq);
     events.push({ kind: 'end', request: seq.id, end: { kind: 'failed', error } });
   }
@@ -350,13 +298,19 @@ export class Engine {
     this.prefixCache?.detach(seq.prefixHits);
     seq.prefixHits = [];
     seq.table = undefined;
-    const left = (this.tenantRequests.get(seq.tenant) ?? 0) - 1;
-    assert(left >= 0, 'tenant request counts stay non-negative');
-    if (left === 0) this.tenantRequests.delete(seq.tenant);
-    else this.tenantRequests.set(seq.tenant, left);
+    this.countRequest(seq.tenant, -1);
   }
 
-  private find(requestId: string): Sequence | undefined {
+  /** Requests per tenant, for stats: asserted where it changes, so a lost count shows at once. */
+  private countRequest(tenant: string, delta: 1 | -1): void {
+    const count = (this.tenantRequests.get(tenant) ?? 0) + delta;
+    assert(count >= 0, 'tenant request counts stay non-negative');
+    if (count === 0) this.tenantRequests.delete(tenant);
+    else this.tenantRequests.set(tenant, count);
+    assert(this.tenantRequests.size <= this.waiting.length + this.running.length, 'every counted tenant has a request');
+  }
+
+  protected find(requestId: string): Sequence | undefined {
     return this.running.find((s) => s.id === requestId) ?? this.waiting.find((s) => s.id === requestId);
   }
 }

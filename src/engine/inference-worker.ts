@@ -20,6 +20,8 @@ export interface WorkerStats extends EngineStats {
 export interface InferenceWorker {
   /** the largest prompt + max tokens accepted (I1) */
   readonly provenContext: number;
+  /** tokens per KV page: how the gateway counts a request's pages against its tenant's quota */
+  readonly pageSize: number;
   /** queues a request; throws a KvfenceError (with nothing reserved) when it cannot be accepted */
   submit(request: GenerationRequest, sink: GenerationSink): void;
   /** frees the request's pages before returning; its sink hears nothing more */
@@ -43,11 +45,4 @@ export interface WorkerStatus {
   /** undefined while down or before its first stats */
   pagesFree: number | undefined;
   pagesTotal: number | undefined;
-}
-
-/** The part of a pino logger the workers use, so they do not depend on the HTTP framework. */
-export interface LogSink {
-  info(fields: object, message: string): void;
-  warn(fields: object, message: string): void;
-  error(fields: object, message: string): void;
 }

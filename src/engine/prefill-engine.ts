@@ -3,42 +3,34 @@
  * the request's sampler, then hands the pages over (to be transferred) instead of decoding. No I/O and no timers, like
  * `Engine`: the worker calls `step(now)` and acts on the returned events.
  *
- *   waiting ──admit (all prompt pages at once)──▶ prefilling ──last chunk──▶ event 'prefilled' (pages now the caller's)
+ *   waiting ──admitted (admission.ts; prompt pages at once)──▶ prefilling ──last chunk──▶ 'prefilled' (caller's pages)
  *
  * The same chunked forward pass as the colocated engine (chunk- and batch-invariant kernels), so the KV and the first
- * token are bit-identical to a colocated run of the same request.
+ * token are bit-identical to a colocated run of the same request. With a prefix cache (I9) the tenant's cached pages
+ * of the prompt's head are read, not computed, and the prompt's pages are cached once computed; the handed-over table
+ * holds the whole prompt either way, so what is transferred never depends on the cache.
  */
 import type { ForwardOutput, ForwardPass } from '../compute/forward.js';
 import { KvIsolationError } from '../kv/isolation-error.js';
 import { pagesForTokens } from '../kv/kv-layout.js';
-import type { PagePool, PageReservation } from '../kv/page-pool.js';
+import type { PagePool } from '../kv/page-pool.js';
 import type { PageTable } from '../kv/page-table.js';
+import type { PrefixCache } from '../kv/prefix-cache.js';
 import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
+import { checkFits, pickAdmissions, validateRequest } from './admission.js';
 import { describeToken } from './engine.js';
+import type { EngineConfig } from './engine-config.js';
+import { grantPages, type PageGrant, releaseGrant } from './page-grant.js';
 import type { GeneratedToken, GenerationRequest, IsolationIncident } from './request.js';
 import { Sampler } from './sampler.js';
 
-export interface PrefillEngineConfig {
-  /** largest prompt + maxTokens accepted (I2 re-check); the worker's I1 proof */
-  provenContext: number;
-  vocabSize: number;
-  /** requests prefilling at once at most */
-  runningMax: number;
-  /** requests waiting for pages at most; more get 503 */
-  waitingMax: number;
-  /** longest wait for pages (503 after) */
-  queueTimeoutMs: number;
-  prefillChunkTokens: number;
-  stepTokenBudget: number;
-}
-
-/** A finished prefill: the pages hold the prompt's KV; the caller transfers them and then releases `reservation`. */
+/** A finished prefill: the table holds the prompt's KV; the caller transfers it, then calls `release` once. */
 export interface Prefilled {
   request: GenerationRequest;
   table: PageTable;
-  reservation: PageReservation;
   first: GeneratedToken;
+  release(): void;
 }
 
 export type PrefillEvent =
@@ -47,11 +39,12 @@ export type PrefillEvent =
   | { kind: 'incident'; incident: IsolationIncident };
 
 interface PrefillSequence {
-  request: GenerationRequest;
-  pagesNeeded: number;
-  deadlineMs: number;
-  reservation: PageReservation | undefined;
-  table: PageTable | undefined;
+  readonly request: GenerationRequest;
+  readonly tenant: string;
+  readonly pagesNeeded: number;
+  readonly tenantPagesMax: number;
+  readonly deadlineMs: number;
+  grant: PageGrant | undefined;
 }
 
 export class PrefillEngine {
@@ -60,8 +53,9 @@ export class PrefillEngine {
   private readonly pool: PagePool;
 
   constructor(
-    readonly config: PrefillEngineConfig,
+    readonly config: EngineConfig,
     private readonly forward: ForwardPass,
+    private readonly prefixCache: PrefixCache | undefined,
   ) {
     this.pool = forward.pool;
     assert(config.runningMax >= 1 && config.stepTokenBudget >= 1 && config.prefillChunkTokens >= 1, 'bounds');
@@ -78,39 +72,20 @@ export class PrefillEngine {
 
   /** Queues a prompt, or throws a KvfenceError with nothing reserved (400 context, 503 full or never fits). */
   submit(request: GenerationRequest, nowMs: number): void {
-    const { promptTokens, maxTokens } = request;
-    if (promptTokens.length === 0) throw new KvfenceError('invalid_request_error', 'the prompt is empty', 'prompt');
-    // I2 again, at the prefill worker (defence in depth): the same 400 the gateway gives.
-    if (!Number.isInteger(maxTokens) || maxTokens < 1 || promptTokens.length + maxTokens > this.config.provenContext) {
-      throw new KvfenceError(
-        'context_length_exceeded',
-        `prompt (${promptTokens.length} tokens) + max tokens (${maxTokens}) exceeds the prefill worker's proven context of ${this.config.provenContext} tokens`,
-        'messages',
-      );
-    }
-    for (const id of promptTokens) {
-      if (!Number.isInteger(id) || id < 0 || id >= this.config.vocabSize) {
-        throw new KvfenceError('invalid_request_error', `token id ${id} is outside the vocabulary`, 'prompt');
-      }
-    }
+    validateRequest(request, this.config); // I2 again, at the prefill worker (defence in depth)
     assert(this.find(request.id) === undefined, `request id ${request.id} is already prefilling`);
-    const pagesNeeded = pagesForTokens(this.pool.layout, promptTokens.length);
-    if (pagesNeeded > this.pool.pageCount) {
-      // Only reachable when the I1 proof was bypassed (a test build): fail loudly, never truncate.
-      throw new KvfenceError(
-        'kv_capacity_exceeded',
-        `the prompt needs ${pagesNeeded} KV pages but the prefill pool has only ${this.pool.pageCount}`,
-      );
-    }
+    const pagesNeeded = pagesForTokens(this.pool.layout, request.promptTokens.length);
+    checkFits(pagesNeeded, this.pool.pageCount, request.tenantKvPagesMax, 'prefill');
     if (this.waiting.length >= this.config.waitingMax) {
       throw new KvfenceError('server_overloaded', `the prefill queue is full (${this.config.waitingMax} requests)`);
     }
     this.waiting.push({
       request,
+      tenant: request.tenant,
       pagesNeeded,
+      tenantPagesMax: request.tenantKvPagesMax,
       deadlineMs: nowMs + this.config.queueTimeoutMs,
-      reservation: undefined,
-      table: undefined,
+      grant: undefined,
     });
   }
 
@@ -145,24 +120,9 @@ export class PrefillEngine {
     }
     planned.forEach(({ seq }, i) => {
       const out = outputs[i]!;
-      if (!out.ok) {
-        if (out.error instanceof KvIsolationError) {
-          const incident = { request: seq.request.id, tenant: seq.request.tenant, violation: out.error.violation };
-          events.push({ kind: 'incident', incident: { ...incident, timeMs: nowMs } });
-          this.fail(seq, new KvfenceError('kv_isolation_violation', 'KV isolation check failed at prefill'), events);
-        } else {
-          this.fail(seq, out.error, events);
-        }
-        return;
-      }
-      if (seq.table!.writtenTokens < seq.request.promptTokens.length) return;
-      const id = new Sampler(seq.request.sampling).sample(out.logits);
-      const first = describeToken(out.logits, id, seq.request.topLogprobs);
-      this.running.splice(this.running.indexOf(seq), 1);
-      events.push({
-        kind: 'prefilled',
-        prefilled: { request: seq.request, table: seq.table!, reservation: seq.reservation!, first },
-      });
+      if (!out.ok) this.failForward(seq, out.error, nowMs, events);
+      else if (seq.grant!.table.writtenTokens === seq.request.promptTokens.length)
+        this.finish(seq, out.logits, nowMs, events);
     });
     return events;
   }
@@ -175,16 +135,18 @@ export class PrefillEngine {
   }
 
   private admit(): void {
-    let free = this.pool.freePageCount;
-    while (this.waiting.length > 0 && this.running.length < this.config.runningMax) {
-      const seq = this.waiting[0]!;
-      if (seq.pagesNeeded > free) break; // FIFO: a large prompt is not starved by smaller ones
-      const reservation = this.pool.reserve({ tenant: seq.request.tenant, request: seq.request.id }, seq.pagesNeeded);
-      assert(reservation !== undefined, 'admission checked the free pages');
-      free -= seq.pagesNeeded;
-      seq.reservation = reservation;
-      seq.table = this.pool.acquire(reservation);
-      this.waiting.shift();
+    if (this.waiting.length === 0) return;
+    const cache = this.prefixCache;
+    const room = {
+      running: this.running.length,
+      runningMax: this.config.runningMax,
+      freePages: this.pool.freePageCount + (cache?.evictablePages ?? 0),
+      pagesOfTenant: (tenant: string) => this.pool.requestPagesOf(tenant),
+    };
+    for (const seq of pickAdmissions(this.waiting, room)) {
+      const owner = { tenant: seq.tenant, request: seq.request.id };
+      seq.grant = grantPages(this.pool, cache, owner, seq.request.promptTokens, seq.pagesNeeded);
+      this.waiting.splice(this.waiting.indexOf(seq), 1);
       this.running.push(seq);
     }
   }
@@ -194,7 +156,7 @@ export class PrefillEngine {
     const planned = [];
     for (const seq of this.running) {
       if (budget === 0) break;
-      const table = seq.table!;
+      const table = seq.grant!.table;
       const prompt = seq.request.promptTokens;
       const start = table.writtenTokens;
       const count = Math.min(this.config.prefillChunkTokens, prompt.length - start, budget);
@@ -209,18 +171,50 @@ export class PrefillEngine {
     return planned;
   }
 
+  /** The prompt is in the KV: cache its pages (I9), sample the first token, hand the pages over. */
+  private finish(seq: PrefillSequence, logits: Float32Array, nowMs: number, events: PrefillEvent[]): void {
+    const grant = seq.grant!;
+    try {
+      this.prefixCache?.publish(grant.table, grant.prefixKeys);
+    } catch (error) {
+      if (!(error instanceof KvIsolationError)) throw error;
+      this.failForward(seq, error, nowMs, events);
+      return;
+    }
+    const id = new Sampler(seq.request.sampling).sample(logits);
+    const first = describeToken(logits, id, seq.request.topLogprobs);
+    this.running.splice(this.running.indexOf(seq), 1);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      releaseGrant(this.pool, this.prefixCache, grant);
+    };
+    events.push({ kind: 'prefilled', prefilled: { request: seq.request, table: grant.table, first, release } });
+  }
+
+  private failForward(seq: PrefillSequence, error: KvfenceError, nowMs: number, events: PrefillEvent[]): void {
+    if (!(error instanceof KvIsolationError)) {
+      this.fail(seq, error, events);
+      return;
+    }
+    const incident = { request: seq.request.id, tenant: seq.tenant, violation: error.violation, timeMs: nowMs };
+    events.push({ kind: 'incident', incident });
+    this.fail(seq, new KvfenceError('kv_isolation_violation', 'KV isolation check failed at prefill'), events);
+  }
+
   private fail(seq: PrefillSequence, error: KvfenceError, events: PrefillEvent[]): void {
     this.remove(seq);
     events.push({ kind: 'failed', request: seq.request.id, error });
   }
 
   private remove(seq: PrefillSequence): void {
-    const queue = seq.reservation === undefined ? this.waiting : this.running;
+    const queue = seq.grant === undefined ? this.waiting : this.running;
     const index = queue.indexOf(seq);
     assert(index >= 0, `prefill sequence ${seq.request.id} is in its queue`);
     queue.splice(index, 1);
-    if (seq.reservation !== undefined) this.pool.release(seq.reservation);
-    seq.table = undefined;
+    if (seq.grant !== undefined) releaseGrant(this.pool, this.prefixCache, seq.grant);
+    seq.grant = undefined;
   }
 
   private find(requestId: string): PrefillSequence | undefined {

@@ -16,6 +16,11 @@ export interface GenerationRequest {
   sampling: SamplingParams;
   /** alternatives reported per generated token (0: only the chosen token's logprob) */
   topLogprobs: number;
+  /**
+   * The tenant's KV page quota on a worker's pool, from the gateway's tenant table: it travels with each request so
+   * every worker applies the limits the gateway holds (admission.ts), whatever the deployment.
+   */
+  tenantKvPagesMax: number;
 }
 
 export interface TokenLogprob {

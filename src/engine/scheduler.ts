@@ -1,11 +1,7 @@
 /**
- * Continuous batching: which waiting sequences join the running batch, and which tokens each running sequence feeds
- * this step. Pure decisions over the queues and the pool's counters; the engine carries them out.
- *
- * Admission (FIFO, all or nothing): a sequence is admitted only when its whole need (prompt + maxTokens, in pages) can
- * be reserved now, so a running sequence never runs out of pages: no overcommit, no preemption, no truncation.
- * - over its tenant's page quota: the tenant's sequences wait (later sequences of other tenants may pass them);
- * - short of free pages in the pool: admission stops (later sequences may not pass, so a large one is not starved).
+ * Continuous batching: which tokens each running sequence feeds this step (admission.ts picks who runs). A sequence
+ * is admitted only when its whole need (prompt + maxTokens, in pages) can be reserved, so a running sequence never runs
+ * out of pages: no overcommit, no preemption, no truncation.
  *
  * Each step: every decoding sequence feeds its last token (1 each), then prefilling sequences, oldest first, take
  * prompt chunks of at most prefillChunkTokens from what is left of the step token budget.
@@ -14,40 +10,6 @@ import type { ForwardInput } from '../compute/forward.js';
 import { assert } from '../util/assert.js';
 import type { EngineConfig } from './engine-config.js';
 import type { Sequence } from './sequence.js';
-
-/** The pages admission may hand out now, and what each tenant's running requests hold (its quota's measure). */
-export interface AdmissionPages {
-  /** free pages, plus cached pages that can be evicted */
-  free: number;
-  ofTenant(tenant: string): number;
-}
-
-/** The waiting sequences to admit now, in order. */
-export function pickAdmissions(
-  config: EngineConfig,
-  waiting: readonly Sequence[],
-  runningCount: number,
-  pages: AdmissionPages,
-): Sequence[] {
-  const admitted: Sequence[] = [];
-  const blockedTenants = new Set<string>();
-  const pagesAdded = new Map<string, number>();
-  let free = pages.free;
-  for (const seq of waiting) {
-    if (runningCount + admitted.length >= config.runningMax) break;
-    if (blockedTenants.has(seq.tenant)) continue;
-    const tenantPages = pages.ofTenant(seq.tenant) + (pagesAdded.get(seq.tenant) ?? 0);
-    if (tenantPages + seq.pagesNeeded > config.tenantLimits(seq.tenant).kvPagesMax) {
-      blockedTenants.add(seq.tenant); // keeps the tenant's own order: its later requests do not pass this one
-      continue;
-    }
-    if (seq.pagesNeeded > free) break;
-    free -= seq.pagesNeeded;
-    pagesAdded.set(seq.tenant, tenantPages + seq.pagesNeeded - pages.ofTenant(seq.tenant));
-    admitted.push(seq);
-  }
-  return admitted;
-}
 
 export interface PlannedInput {
   seq: Sequence;

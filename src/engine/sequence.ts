@@ -22,8 +22,8 @@ export class Sequence {
   extraReservation: PageReservation | undefined;
   table: PageTable | undefined;
   /** with a prefix cache: the chain keys of the prompt's whole pages, and the cached pages it reads (pinned) */
-  prefixKeys: string[] = [];
-  prefixHits: CachedPage[] = [];
+  prefixKeys: readonly string[] = [];
+  prefixHits: readonly CachedPage[] = [];
   /** the last sampled token, fed to the model in the next step */
   nextInput: number | undefined;
   generatedCount = 0;
@@ -45,6 +45,10 @@ export class Sequence {
 
   get tenant(): string {
     return this.request.tenant;
+  }
+
+  get tenantPagesMax(): number {
+    return this.request.tenantKvPagesMax;
   }
 
   /** prompt tokens already in the KV */

@@ -9,6 +9,7 @@
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
+import { contextError } from '../engine/admission.js';
 import type { InferenceWorker } from '../engine/inference-worker.js';
 import type { FinishReason, GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import { KvfenceError } from '../util/errors.js';
@@ -18,24 +19,36 @@ import * as format from './openai-format.js';
 import { RequestEvents } from './request-events.js';
 import type { ParsedRequest } from './schemas.js';
 import { promptTokens, type ServedModel } from './served-model.js';
+import type { TenantGate } from './tenant-gate.js';
+import type { TenantDirectory } from './tenants.js';
 import { TextStream } from './text-stream.js';
 
 export interface GatewayContext {
   model: ServedModel;
   worker: InferenceWorker;
   metrics: GatewayMetrics;
+  tenants: TenantDirectory;
+  /** per-tenant concurrency and page quotas, cluster-wide */
+  gate: TenantGate;
+  /** the advertised context: the workers' proof, within every tenant's quota (I1) */
+  context: number;
+  /** tokens per KV page on the workers */
+  pageSize: number;
+  /** the longest a request waits at its tenant's page quota (then 503) */
+  queueTimeoutMs: number;
   /** the longest a request may take in all (waiting + generating) */
   requestTimeoutMs: number;
   retryAfterS: number;
-  /** mutation self-test hook: see test/mutants/ (no production caller sets it) */
-  mutants?: GatewayMutants;
 }
 
-/** Mutation self-test hook: see test/mutants/. Seeded faults, each off unless a test entry point sets it. */
-export interface GatewayMutants {
-  /** (a), the incident: a request over the context is served with a 1-token placeholder prompt instead of a 400 */
-  oversizePlaceholder?: boolean;
-}
+/** How the gateway makes a CompletionRun (the mutation self-test hands in a subclass: test/mutants/). */
+export type CompletionRunClass = new (
+  ctx: GatewayContext,
+  parsed: ParsedRequest,
+  tenant: string,
+  reply: FastifyReply,
+  log: FastifyBaseLogger,
+) => CompletionRun;
 
 export class CompletionRun {
   private readonly id: string;
@@ -50,7 +63,7 @@ export class CompletionRun {
   private settled = false;
 
   constructor(
-    private readonly ctx: GatewayContext,
+    protected readonly ctx: GatewayContext,
     private readonly parsed: ParsedRequest,
     private readonly tenant: string,
     private readonly reply: FastifyReply,
@@ -64,9 +77,14 @@ export class CompletionRun {
   /** Validates and submits (throwing a KvfenceError → the error handler), then serves the request to its end. */
   async run(): Promise<void> {
     const request = this.prepare();
-    const events = new RequestEvents(this.ctx.requestTimeoutMs);
+    const gone = new AbortController();
+    this.reply.raw.on('close', () => gone.abort());
+    const { ctx } = this;
+    const pages = Math.ceil((request.promptTokens.length + request.maxTokens) / ctx.pageSize);
+    const lease = await ctx.gate.enter(this.tenant, pages, ctx.queueTimeoutMs, gone.signal);
+    const events = new RequestEvents(ctx.requestTimeoutMs);
     try {
-      this.ctx.worker.submit(request, events);
+      ctx.worker.submit(request, events);
       this.log.info(
         {
           tenant: this.tenant,
@@ -77,37 +95,37 @@ export class CompletionRun {
         },
         'request accepted',
       );
-      this.reply.raw.on('close', () => {
+      const disconnected = () => {
         if (!this.settled) events.push({ kind: 'disconnected' });
-      });
+      };
+      if (gone.signal.aborted) disconnected();
+      else gone.signal.addEventListener('abort', disconnected, { once: true });
       await this.serve(events);
     } finally {
       events.dispose();
+      lease.release();
     }
+  }
+
+  /** The prompt's token ids and the completion's length (default: the rest of the context). */
+  protected promptAndMaxTokens(): { prompt: number[]; maxTokens: number } {
+    const prompt = promptTokens(this.ctx.model, this.parsed.prompt);
+    return { prompt, maxTokens: this.parsed.maxTokens ?? this.ctx.context - prompt.length };
   }
 
   private prepare(): GenerationRequest {
     const { parsed, ctx } = this;
     if (parsed.model !== ctx.model.id)
       throw new KvfenceError('model_not_found', `The model '${parsed.model}' does not exist`, 'model');
-    let prompt = promptTokens(ctx.model, parsed.prompt);
-    const context = ctx.worker.provenContext;
-    let maxTokens = parsed.maxTokens ?? context - prompt.length;
-    if (ctx.mutants?.oversizePlaceholder === true && prompt.length + Math.max(maxTokens, 1) > context) {
-      // mutation self-test hook: see test/mutants/
-      prompt = prompt.slice(-1);
-      maxTokens = Math.min(Math.max(maxTokens, 1), context - 1);
-    }
+    const { prompt, maxTokens } = this.promptAndMaxTokens();
     // I2: what can never fit is rejected here, before any reservation.
-    if (maxTokens < 1 || prompt.length + maxTokens > context) {
-      throw new KvfenceError(
-        'context_length_exceeded',
-        `This model's maximum context length is ${context} tokens. However, you requested ${prompt.length + Math.max(maxTokens, 1)} tokens ` +
-          `(${prompt.length} in the ${parsed.endpoint === 'chat' ? 'messages' : 'prompt'}, ${Math.max(maxTokens, 1)} in the completion). ` +
-          'Please reduce the length of the prompt or the completion.',
-        parsed.endpoint === 'chat' ? 'messages' : 'prompt',
-      );
-    }
+    const tooLong = contextError(
+      prompt.length,
+      maxTokens,
+      ctx.context,
+      parsed.endpoint === 'chat' ? 'messages' : 'prompt',
+    );
+    if (tooLong !== undefined) throw tooLong;
     this.promptTokenCount = prompt.length;
     const greedy = parsed.temperature === 0;
     return {
@@ -119,6 +137,7 @@ export class CompletionRun {
         ? { temperature: 0, topK: 0, topP: 1, seed: 0 }
         : { temperature: parsed.temperature, topK: 0, topP: parsed.topP, seed: parsed.seed ?? randomInt(2 ** 32) },
       topLogprobs: parsed.logprobs ? parsed.topLogprobs : 0,
+      tenantKvPagesMax: ctx.tenants.limitsOf(this.tenant).kvPagesMax,
     };
   }
 

@@ -26,6 +26,8 @@ export class GatewayMetrics {
     worker: InferenceWorker,
     readonly modelName: string,
     knownTenants: readonly string[],
+    /** requests waiting in the gateway for their tenant's page quota (tenant-gate.ts) */
+    waitingAtGateway: () => number,
   ) {
     const registers = [this.registry];
     const labels = ['model_name'] as const;
@@ -40,7 +42,11 @@ export class GatewayMetrics {
         },
       });
     gauge('vllm:num_requests_running', 'Requests in the running batch.', () => worker.stats().running);
-    gauge('vllm:num_requests_waiting', 'Requests waiting for admission.', () => worker.stats().waiting);
+    gauge(
+      'vllm:num_requests_waiting',
+      "Requests waiting for admission (the workers' queues and the tenant quotas).",
+      () => worker.stats().waiting + waitingAtGateway(),
+    );
     gauge('vllm:kv_cache_usage_perc', 'KV pool usage, 0 to 1 (reserved or written pages / all pages).', () => {
       const s = worker.stats();
       return (s.pagesTotal - s.pagesFree) / s.pagesTotal;

@@ -13,11 +13,12 @@ import Fastify, {
 import type { InferenceWorker } from '../engine/inference-worker.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
-import { CompletionRun, type GatewayContext, type GatewayMutants } from './completion-run.js';
+import { CompletionRun, type CompletionRunClass, type GatewayContext } from './completion-run.js';
 import { httpErrorOf } from './errors.js';
 import { GatewayMetrics } from './metrics.js';
 import { type ParsedRequest, parseChatRequest, parseCompletionRequest } from './schemas.js';
 import type { ServedModel } from './served-model.js';
+import { TenantGate } from './tenant-gate.js';
 import type { TenantDirectory } from './tenants.js';
 
 export interface GatewayOptions {
@@ -26,15 +27,19 @@ export interface GatewayOptions {
   tenants: TenantDirectory;
   /** a pino logger (silent in tests) */
   logger: FastifyBaseLogger;
+  /** the advertised context: the workers' proof, checked against every tenant's quota (see proveTenantQuotas) */
+  context: number;
+  queueTimeoutMs: number;
   requestTimeoutMs: number;
   retryAfterS: number;
-  /** mutation self-test hook: see test/mutants/ (no production caller sets it) */
-  mutants?: GatewayMutants;
+  /** the completion handler; default CompletionRun (the mutation self-test hands in a subclass) */
+  completionRun?: CompletionRunClass;
 }
 
 export interface Gateway {
   app: FastifyInstance;
   metrics: GatewayMetrics;
+  gate: TenantGate;
 }
 
 export function buildGateway(options: GatewayOptions): Gateway {
@@ -45,15 +50,21 @@ export function buildGateway(options: GatewayOptions): Gateway {
     // fastify's own per-request lines come before authentication, so they could not carry the tenant; ours do
     logController: new LogController({ disableRequestLogging: true }),
   });
-  const metrics = new GatewayMetrics(worker, model.id, tenants.tenants());
+  const gate = new TenantGate((tenant) => tenants.limitsOf(tenant));
+  const metrics = new GatewayMetrics(worker, model.id, tenants.tenants(), () => gate.waitingCount);
   const ctx: GatewayContext = {
     model,
     worker,
     metrics,
+    tenants,
+    gate,
+    context: options.context,
+    pageSize: worker.pageSize,
+    queueTimeoutMs: options.queueTimeoutMs,
     requestTimeoutMs: options.requestTimeoutMs,
     retryAfterS: options.retryAfterS,
-    ...(options.mutants !== undefined ? { mutants: options.mutants } : {}), // mutation self-test hook: see test/mutants/
   };
+  const Run = options.completionRun ?? CompletionRun;
   const tenantOf = new WeakMap<FastifyRequest, string>();
 
   const authenticate = (request: FastifyRequest): string => {
@@ -72,7 +83,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
     (parse: (body: unknown) => ParsedRequest) => async (request: FastifyRequest, reply: FastifyReply) => {
       const tenant = authenticate(request);
       const parsed = parse(request.body);
-      await new CompletionRun(ctx, parsed, tenant, reply, request.log.child({ tenant })).run();
+      await new Run(ctx, parsed, tenant, reply, request.log.child({ tenant })).run();
       return reply;
     };
 
@@ -85,7 +96,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
     created: model.createdS,
     owned_by: 'kvfence',
     // the proven context (I1), never the file's claim
-    max_model_len: worker.provenContext,
+    max_model_len: options.context,
   });
   app.get('/v1/models', async (request) => {
     authenticate(request);
@@ -105,7 +116,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
     return {
       status: 'ok',
       running: s.running,
-      waiting: s.waiting,
+      waiting: s.waiting + gate.waitingCount,
       kvPagesFree: s.pagesFree,
       kvPagesTotal: s.pagesTotal,
       ...(workers !== undefined ? { workers } : {}),
@@ -134,7 +145,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
     if (http.retryAfterS !== undefined) reply.header('retry-after', String(http.retryAfterS));
     reply.code(http.status).send(http.body);
   });
-  return { app, metrics };
+  return { app, metrics, gate };
 }
 
 /** Framework errors (bad JSON, body too large, wrong content type) are the client's: 400 with their message. */

@@ -3,6 +3,8 @@ import { test } from 'node:test';
 import { KvfenceError } from '../util/errors.js';
 import { DEV_TENANT, hashApiKey, parseKeyFile, TenantDirectory } from './tenants.js';
 
+const LIMITS_DEFAULT = { concurrentRequestsMax: 8, kvPagesMax: 128 };
+
 test('keys map to tenants through their hashes only', () => {
   const file = parseKeyFile(
     {
@@ -14,13 +16,16 @@ test('keys map to tenants through their hashes only', () => {
     },
     'keys.json',
   );
-  const dir = new TenantDirectory(file);
+  const dir = new TenantDirectory(file, LIMITS_DEFAULT);
   assert.equal(dir.authenticate('Bearer k-acme-0123456789'), 'acme');
   assert.equal(dir.authenticate('Bearer k-globex-012345678'), 'globex');
   assert.equal(dir.authenticate('Bearer k-acme-012345678'), undefined);
   assert.equal(dir.authenticate(undefined), undefined);
   assert.equal(dir.authenticate('k-acme-0123456789'), undefined, 'the Bearer scheme is required');
   assert.deepEqual(file.tenants.get('acme'), { kvPagesMax: 64 });
+  assert.deepEqual(dir.limitsOf('acme'), { concurrentRequestsMax: 8, kvPagesMax: 64 }, 'the file overrides a default');
+  assert.deepEqual(dir.limitsOf('globex'), LIMITS_DEFAULT, 'no entry: the defaults');
+  assert.equal(dir.smallestPageQuota(), 64);
 });
 
 test('a key file with a plaintext key, a bad hash or no keys is refused; no file is dev mode', () => {
@@ -29,7 +34,7 @@ test('a key file with a plaintext key, a bad hash or no keys is refused; no file
   refused({ keys: [{ tenant: 'a', sha256: 'abc' }] });
   refused({ keys: [] });
   refused({ keys: [{ tenant: 'bad tenant', sha256: hashApiKey('x') }] });
-  const dev = new TenantDirectory(undefined);
+  const dev = new TenantDirectory(undefined, LIMITS_DEFAULT);
   assert.ok(dev.devMode);
   assert.equal(dev.authenticate(undefined), DEV_TENANT);
 });

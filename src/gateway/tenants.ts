@@ -1,7 +1,12 @@
 /**
- * API keys → tenants. The key file holds only SHA-256 hashes of keys, never keys; a presented key is hashed and
- * compared against every entry in constant time (no early exit, timingSafeEqual), so timing tells nothing about which
- * prefix matched. Without a key file the gateway runs in single-tenant dev mode: every request is tenant "dev".
+ * The gateway's tenant table: API keys → tenants, and each tenant's limits. The gateway owns it for the whole
+ * cluster (DESIGN I11): it enforces each tenant's concurrency itself (tenant-gate.ts) and sends each request's page
+ * quota along with the request, so colocated and disaggregated deployments apply the same key file the same way.
+ *
+ * The key file holds only SHA-256 hashes of keys, never keys; a presented key is hashed and compared against every
+ * entry in constant time (no early exit, timingSafeEqual), so timing tells nothing about which prefix matched. Without
+ * a key file the gateway runs in single-tenant dev mode: every request is tenant "dev". `replace` swaps in a re-read
+ * key file (SIGHUP): new requests see the new keys and limits; requests in flight keep the limits they started with.
  *
  * Key file (JSON):
  *   { "keys": [ { "tenant": "acme", "sha256": "<64 hex>" } ],
@@ -9,13 +14,19 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import type { TenantLimits } from '../engine/engine-config.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
 export const DEV_TENANT = 'dev';
 const TENANT_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const HEX_SHA256 = /^[0-9a-f]{64}$/;
+
+export interface TenantLimits {
+  /** waiting + running requests of the tenant at once, cluster-wide; more get 429 */
+  concurrentRequestsMax: number;
+  /** KV pages the tenant's requests may hold together; more wait (one tenant cannot starve the others) */
+  kvPagesMax: number;
+}
 
 export interface KeyEntry {
   tenant: string;
@@ -87,21 +98,48 @@ export function parseKeyFile(json: unknown, path: string): KeyFile {
   return { keys, tenants };
 }
 
-/** Who a request is: a tenant, or undefined for a missing or wrong key. */
+/** Who a request is (a tenant, or undefined for a missing or wrong key), and what that tenant may use. */
 export class TenantDirectory {
-  private readonly hashes: { tenant: string; hash: Buffer }[];
+  private file: KeyFile | undefined;
+  private hashes: { tenant: string; hash: Buffer }[] = [];
 
-  constructor(readonly keyFile: KeyFile | undefined) {
-    this.hashes = (keyFile?.keys ?? []).map((k) => ({ tenant: k.tenant, hash: Buffer.from(k.sha256, 'hex') }));
+  constructor(
+    keyFile: KeyFile | undefined,
+    /** limits of a tenant the key file gives none for (the --tenant-* flags) */
+    readonly defaults: TenantLimits,
+  ) {
+    this.file = keyFile;
+    this.hashes = hashesOf(keyFile);
   }
 
   get devMode(): boolean {
-    return this.keyFile === undefined;
+    return this.file === undefined;
+  }
+
+  get keyFile(): KeyFile | undefined {
+    return this.file;
   }
 
   /** Every tenant with a key (dev mode: "dev"). */
   tenants(): string[] {
     return this.devMode ? [DEV_TENANT] : [...new Set(this.hashes.map((h) => h.tenant))];
+  }
+
+  limitsOf(tenant: string): TenantLimits {
+    return { ...this.defaults, ...this.file?.tenants.get(tenant) };
+  }
+
+  /** The smallest page quota any tenant has: the capacity proof (I1) checks the context fits it. */
+  smallestPageQuota(): number {
+    const overrides = [...(this.file?.tenants.values() ?? [])].map((l) => l.kvPagesMax ?? this.defaults.kvPagesMax);
+    return Math.min(this.defaults.kvPagesMax, ...overrides);
+  }
+
+  /** Swaps in a re-read key file (dev mode stays dev mode: there is no file to re-read). */
+  replace(keyFile: KeyFile): void {
+    if (this.devMode) throw new KvfenceError('invalid_argument', 'dev mode has no key file to reload');
+    this.file = keyFile;
+    this.hashes = hashesOf(keyFile);
   }
 
   authenticate(authorization: string | undefined): string | undefined {
@@ -117,6 +155,10 @@ export class TenantDirectory {
     }
     return found;
   }
+}
+
+function hashesOf(keyFile: KeyFile | undefined): { tenant: string; hash: Buffer }[] {
+  return (keyFile?.keys ?? []).map((k) => ({ tenant: k.tenant, hash: Buffer.from(k.sha256, 'hex') }));
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -14,8 +14,8 @@ export interface CapacityInput {
   requestedContext?: number;
   pageCount: number;
   pageSize: number;
-  /** the smallest per-tenant KV page quota: one tenant's largest request must fit its own quota too */
-  tenantPagesMin: number;
+  /** the smallest per-tenant KV page quota: one tenant's largest request must fit its own quota too (absent: none) */
+  tenantPagesMin?: number;
   clamp: boolean;
 }
 
@@ -31,7 +31,8 @@ export interface CapacityProof {
 }
 
 export function proveCapacity(input: CapacityInput): CapacityProof {
-  const { pageCount, pageSize, tenantPagesMin } = input;
+  const { pageCount, pageSize } = input;
+  const tenantPagesMin = input.tenantPagesMin ?? pageCount;
   const wantedContext = Math.min(input.modelContext, input.requestedContext ?? input.modelContext);
   const pagesLimit = Math.min(pageCount, tenantPagesMin);
   const limitName =

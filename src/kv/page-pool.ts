@@ -12,27 +12,18 @@
  * The pool keeps its own record of every grant (the `PageReservation`), so a corrupted page table can neither free a
  * page it does not own nor make the owner's pages leak (I8). A tenant's prefix-cache pages (owner `shared`) are read
  * through the leading `sharedPages` of a table of the same tenant, never written through one (I9).
+ *
+ * Conservation, checked on every grant and release from counts kept apart: the free list's length, the pages each
+ * tenant's requests hold and the pages each tenant's cache holds add up to the pool.
+ *
+ * The checks have no switch: a benchmark or the mutation self-test that wants one off subclasses the pool and
+ * overrides the protected check it removes (bench/, test/mutants/).
  */
 import { assert } from '../util/assert.js';
 import { KvIsolationError } from './isolation-error.js';
 import type { KvLayout } from './kv-layout.js';
 import { type PageOwner, sameOwner } from './page-owner.js';
 import { newPageTable, type PageTable } from './page-table.js';
-
-export interface PagePoolOptions {
-  /** benchmarks only: skip ownership checks and scrubbing (never the default) */
-  unchecked?: boolean;
-  /** mutation self-test hook: see test/mutants/ (seeded isolation faults; no production caller sets it) */
-  mutants?: PagePoolMutants;
-}
-
-/** Checks a mutant of the self-test removes (test/mutants/README.md); each is off unless a test sets it. */
-export interface PagePoolMutants {
-  /** (b): no owner, epoch or state check on reads and writes, no scrub on free */
-  ownershipUnchecked?: boolean;
-  /** (c): reads do not compare the table's epoch with the page's */
-  epochUnchecked?: boolean;
-}
 
 export type PageState = 'free' | 'reserved' | 'active';
 const STATE_FREE = 0;
@@ -63,15 +54,14 @@ export class PagePool {
   private readonly epochs: Uint32Array;
   private readonly written: Int32Array; // tokens written per page
   private readonly states: Uint8Array;
-  private readonly tenantPages = new Map<string, number>();
+  /** pages held per tenant: by its requests, and by its prefix cache (owner `shared`) */
+  private readonly requestPages = new Map<string, number>();
+  private readonly cachedPages = new Map<string, number>();
   private reservations = 0;
-  readonly checked: boolean;
-  private readonly mutants: PagePoolMutants;
 
   constructor(
     readonly layout: KvLayout,
     readonly pageCount: number,
-    options: PagePoolOptions = {},
   ) {
     assert(Number.isInteger(pageCount) && pageCount >= 1, `page count ${pageCount} must be a positive integer`);
     this.arena = new Float32Array(pageCount * layout.floatsPerPage);
@@ -82,8 +72,6 @@ export class PagePool {
     this.epochs = new Uint32Array(pageCount);
     this.written = new Int32Array(pageCount);
     this.states = new Uint8Array(pageCount);
-    this.mutants = options.mutants ?? {};
-    this.checked = options.unchecked !== true && this.mutants.ownershipUnchecked !== true; // mutation self-test hook: see test/mutants/
   }
 
   get freePageCount(): number {
@@ -99,13 +87,19 @@ export class PagePool {
     return this.reservations;
   }
 
-  /** Pages held (reserved or active) per tenant. */
-  pagesByTenant(): ReadonlyMap<string, number> {
-    return this.tenantPages;
+  /** Pages a tenant holds (reserved or active): its requests' and its prefix cache's. */
+  pagesOfTenant(tenant: string): number {
+    return this.requestPagesOf(tenant) + (this.cachedPages.get(tenant) ?? 0);
   }
 
-  pagesOfTenant(tenant: string): number {
-    return this.tenantPages.get(tenant) ?? 0;
+  /** Pages a tenant's requests hold (its cache's not counted): what its page quota bounds. */
+  requestPagesOf(tenant: string): number {
+    return this.requestPages.get(tenant) ?? 0;
+  }
+
+  /** Every tenant holding pages now. */
+  tenantsHoldingPages(): string[] {
+    return [...new Set([...this.requestPages.keys(), ...this.cachedPages.keys()])];
   }
 
   /** Stamps `count` free pages with the owner (written = 0), all or none; undefined when too few are free. */
@@ -116,30 +110,27 @@ export class PagePool {
     for (let i = 0; i < count; i++) {
       const page = this.free[--this.freeCount]!;
       assert(this.states[page] === STATE_FREE && this.owners[page] === undefined, `free page ${page} is not free`);
-      // mutation self-test hook: see test/mutants/ (with the checks off a freed page may have been written again)
-      assert(
-        this.mutants.ownershipUnchecked === true || this.written[page] === 0,
-        `free page ${page} was not scrubbed`,
-      );
+      this.checkUntouchedSinceFree(page);
       this.owners[page] = owner;
       this.states[page] = STATE_RESERVED;
       reservation.pages.push(page);
       reservation.epochs.push(this.epochs[page]!);
     }
-    if (count > 0) this.tenantPages.set(owner.tenant, this.pagesOfTenant(owner.tenant) + count);
+    this.countHeld(owner, count);
     this.reservations++;
     this.assertConserved();
     return reservation;
   }
 
-  /** Makes a reservation's pages writable and returns the page table through which its sequence reads and writes. */
+  /**
+   * Makes a reservation's pages writable and appends them to the page table through which its sequence reads and
+   * writes: a new table, or the owner's table that already holds earlier pages (a decode worker's transferred prompt,
+   * then the pages for generated tokens).
+   */
   acquire(reservation: PageReservation, table: PageTable = newPageTable(reservation.owner)): PageTable {
     const r = reservation as MutableReservation;
     assert(r.state === 'reserved', `acquire of a reservation in state ${r.state}`);
-    assert(
-      table.owner === r.owner && table.pages.length === table.sharedPages,
-      'a reservation is acquired into a table of its owner that holds no own pages yet',
-    );
+    assert(table.owner === r.owner, 'a reservation is acquired into a table of its own owner');
     r.pages.forEach((page, i) => {
       this.assertHeld(page, r.owner, r.epochs[i]!);
       assert(this.states[page] === STATE_RESERVED, `page ${page} is not reserved`);
@@ -156,8 +147,7 @@ export class PagePool {
     const r = reservation as MutableReservation;
     if (r.state === 'released') return;
     for (let i = 0; i < r.pages.length; i++) this.freePage(r.pages[i]!, r.owner, r.epochs[i]!);
-    this.tenantPages.set(r.owner.tenant, this.pagesOfTenant(r.owner.tenant) - r.pages.length);
-    if (this.tenantPages.get(r.owner.tenant) === 0) this.tenantPages.delete(r.owner.tenant);
+    this.countHeld(r.owner, -r.pages.length);
     r.state = 'released';
     this.assertConserved();
   }
@@ -166,9 +156,7 @@ export class PagePool {
   grow(table: PageTable, count: number): boolean {
     const reservation = this.reserve(table.owner, count);
     if (reservation === undefined) return false;
-    const view = this.acquire(reservation);
-    table.pages.push(...view.pages);
-    table.epochs.push(...view.epochs);
+    this.acquire(reservation, table);
     return true;
   }
 
@@ -181,9 +169,7 @@ export class PagePool {
       );
       this.freePage(page, table.owner, table.epochs[i]!);
     });
-    const left = this.pagesOfTenant(table.owner.tenant) - table.pages.length;
-    if (left === 0) this.tenantPages.delete(table.owner.tenant);
-    else this.tenantPages.set(table.owner.tenant, left);
+    this.countHeld(table.owner, -table.pages.length);
     table.pages.length = 0;
     table.epochs.length = 0;
     table.writtenTokens = 0;
@@ -195,7 +181,6 @@ export class PagePool {
    * table's owner at the epoch it was granted, and hold at least the tokens read from it. Throws KvIsolationError.
    */
   checkReadable(table: PageTable, tokenCount: number): void {
-    if (!this.checked) return;
     const { pageSize } = this.layout;
     const pagesNeeded = Math.ceil(tokenCount / pageSize);
     if (pagesNeeded > table.pages.length) {
@@ -215,11 +200,7 @@ export class PagePool {
     for (let i = Math.floor(table.writtenTokens / pageSize); i < Math.ceil(tokenCount / pageSize); i++) {
       if (i < table.sharedPages) this.violation(table, i, 'a write to a read-only shared prefix page');
       const page = table.pages[i]!;
-      if (this.mutants.ownershipUnchecked !== true) {
-        // mutation self-test hook: see test/mutants/
-        this.assertHeld(page, table.owner, table.epochs[i]!);
-        assert(this.states[page] === STATE_ACTIVE, `write to page ${page} that is not active`);
-      }
+      this.checkWritable(page, table.owner, table.epochs[i]!);
       this.written[page] = Math.min(pageSize, tokenCount - i * pageSize);
     }
     table.writtenTokens = tokenCount;
@@ -231,7 +212,7 @@ export class PagePool {
    */
   copyPage(from: PageTable, index: number, to: PageTable): void {
     const { pageSize, floatsPerPage } = this.layout;
-    if (this.checked) this.checkPage(from, index, pageSize);
+    this.checkPage(from, index, pageSize);
     assert(to.writtenTokens % pageSize === 0, 'a page is copied into a fresh page');
     const target = to.pages[to.writtenTokens / pageSize];
     assert(target !== undefined, 'copying past the granted pages');
@@ -256,17 +237,16 @@ export class PagePool {
     const [free, reserved, active] = counts as [number, number, number];
     assert(free === this.freeCount, `free list holds ${this.freeCount} pages but ${free} pages are free`);
     assert(free + reserved + active === this.pageCount, 'free + used == total');
-    let tenantTotal = 0;
-    for (const n of this.tenantPages.values()) tenantTotal += n;
-    assert(
-      tenantTotal === reserved + active,
-      `tenants hold ${tenantTotal} pages, the pool counts ${reserved + active}`,
-    );
+    const held = sum(this.requestPages) + sum(this.cachedPages);
+    assert(held === reserved + active, `tenants hold ${held} pages, the pool counts ${reserved + active}`);
     return { free, reserved, active };
   }
 
-  /** I3 for one page of a table: `tokens` of it are read. Throws KvIsolationError. */
-  private checkPage(table: PageTable, i: number, tokens: number): void {
+  /**
+   * I3 for one page of a table: `tokens` of it are read. Throws KvIsolationError. Protected, like the other checks,
+   * only so that a benchmark or mutant subclass can remove one (see the file comment).
+   */
+  protected checkPage(table: PageTable, i: number, tokens: number): void {
     const page = table.pages[i]!;
     if (!Number.isInteger(page) || page < 0 || page >= this.pageCount) this.violation(table, i, 'page id out of range');
     const owner = this.owners[page];
@@ -276,8 +256,7 @@ export class PagePool {
         ? owner?.shared === true && owner.tenant === table.owner.tenant
         : owner !== undefined && sameOwner(owner, table.owner);
     if (!mine) this.violation(table, i, 'page owned by someone else');
-    // mutation self-test hook: see test/mutants/
-    if (this.epochs[page] !== table.epochs[i] && this.mutants.epochUnchecked !== true)
+    if (!this.epochMatches(page, table.epochs[i]!))
       this.violation(table, i, 'stale epoch: the page was freed and reused');
     if (this.states[page] !== STATE_ACTIVE)
       this.violation(table, i, `page is ${STATE_NAMES[this.states[page]!]}, not active`);
@@ -285,9 +264,30 @@ export class PagePool {
       this.violation(table, i, `reads ${tokens} tokens but only ${this.written[page]} were written`);
   }
 
+  /** I4 on reads: the page is still at the epoch the reader was granted it at. */
+  protected epochMatches(page: number, epoch: number): boolean {
+    return this.epochs[page] === epoch;
+  }
+
+  /** A write goes only into an active page its writer holds at its granted epoch. */
+  protected checkWritable(page: number, owner: PageOwner, epoch: number): void {
+    this.assertHeld(page, owner, epoch);
+    assert(this.states[page] === STATE_ACTIVE, `write to page ${page} that is not active`);
+  }
+
+  /** A free page was written by no one since it was freed (a late write through a stale table would show here). */
+  protected checkUntouchedSinceFree(page: number): void {
+    assert(this.written[page] === 0, `free page ${page} was not scrubbed`);
+  }
+
+  /** I4: a freed page's floats are zeroed before anyone else can be granted it. */
+  protected scrub(page: number): void {
+    this.arena.fill(0, page * this.layout.floatsPerPage, (page + 1) * this.layout.floatsPerPage);
+  }
+
   private freePage(page: number, owner: PageOwner, epoch: number): void {
     this.assertHeld(page, owner, epoch);
-    if (this.checked) this.arena.fill(0, page * this.layout.floatsPerPage, (page + 1) * this.layout.floatsPerPage);
+    this.scrub(page);
     this.owners[page] = undefined;
     this.written[page] = 0;
     this.states[page] = STATE_FREE;
@@ -302,9 +302,25 @@ export class PagePool {
     );
   }
 
-  /** Cheap runtime conservation check, run on every grant and release. */
+  /** Adds `delta` pages to what the owner's tenant holds (its requests', or its cache's for a shared owner). */
+  private countHeld(owner: PageOwner, delta: number): void {
+    const counts = owner.shared === true ? this.cachedPages : this.requestPages;
+    const held = (counts.get(owner.tenant) ?? 0) + delta;
+    assert(held >= 0, `tenant ${owner.tenant} holds a non-negative page count`);
+    if (held === 0) counts.delete(owner.tenant);
+    else counts.set(owner.tenant, held);
+  }
+
+  /**
+   * Runtime conservation check on every grant and release: the free list, the requests' pages and the caches' pages
+   * are counted apart, so a lost or doubled page shows here (O(tenants holding pages)).
+   */
   private assertConserved(): void {
-    assert(this.freeCount >= 0 && this.freeCount <= this.pageCount, 'free + used == total');
+    const held = sum(this.requestPages) + sum(this.cachedPages);
+    assert(
+      this.freeCount + held === this.pageCount,
+      `free list ${this.freeCount} + held ${held} == ${this.pageCount} pages`,
+    );
   }
 
   private violation(table: PageTable, index: number, reason: string): never {
@@ -319,4 +335,10 @@ export class PagePool {
       reason,
     });
   }
+}
+
+function sum(counts: ReadonlyMap<string, number>): number {
+  let total = 0;
+  for (const n of counts.values()) total += n;
+  return total;
 }

@@ -13,10 +13,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { MutantPagePool, type PoolFaults, StaleIndexPrefixCache } from '../../test/mutants/seeded-faults.js';
 import { makeKvLayout } from './kv-layout.js';
-import { PagePool, type PagePoolMutants, type PageReservation } from './page-pool.js';
+import type { PagePool, PageReservation } from './page-pool.js';
 import { newPageTable, type PageTable } from './page-table.js';
-import { type CachedPage, PrefixCache, type PrefixCacheMutants } from './prefix-cache.js';
+import { type CachedPage, PrefixCache } from './prefix-cache.js';
+
+/** the faults of mutant (c), in the pool and in the cache */
+type SeededFaults = PoolFaults & { staleIndex?: boolean };
 
 const PAGE = 2;
 const PAGE_COUNT = 24;
@@ -61,9 +65,9 @@ class Harness {
   readonly live: Live[] = [];
   private requests = 0;
 
-  constructor(mutants: PrefixCacheMutants & PagePoolMutants) {
-    this.pool = new PagePool(layout, PAGE_COUNT, { mutants });
-    this.cache = new PrefixCache(this.pool, BUDGET, mutants);
+  constructor(mutants: SeededFaults) {
+    this.pool = new MutantPagePool(layout, PAGE_COUNT, mutants);
+    this.cache = new (mutants.staleIndex === true ? StaleIndexPrefixCache : PrefixCache)(this.pool, BUDGET);
   }
 
   run(c: Command): void {
@@ -139,7 +143,7 @@ class Harness {
   }
 }
 
-function runCommands(commands: readonly Command[], mutants: PrefixCacheMutants & PagePoolMutants = {}): Harness {
+function runCommands(commands: readonly Command[], mutants: SeededFaults = {}): Harness {
   const h = new Harness(mutants);
   for (const c of commands) {
     h.run(c);
@@ -166,16 +170,16 @@ test('the prefix cache gives every request its own prompt’s KV, within its ten
 });
 
 test('the model test has teeth: a stale entry is caught by the epoch check, and leaks wrong KV without it', () => {
-  const failure = (mutants: PrefixCacheMutants & PagePoolMutants) =>
+  const failure = (mutants: SeededFaults) =>
     fc.check(
       fc.property(commands, (sequence) => {
         runCommands(sequence, mutants);
       }),
       { numRuns: 300, seed: 20261202 },
     );
-  const caught = failure({ evictionKeepsIndex: true });
+  const caught = failure({ staleIndex: true });
   assert.ok(caught.failed && /stale epoch/.test(String(caught.errorInstance)), String(caught.errorInstance));
-  const leaked = failure({ evictionKeepsIndex: true, epochUnchecked: true });
+  const leaked = failure({ staleIndex: true, epochUnchecked: true });
   assert.ok(
     leaked.failed && /reads its own prompt's KV/.test(String(leaked.errorInstance)),
     String(leaked.errorInstance),

@@ -1,17 +1,21 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { MutantPagePool, type PoolFaults, StaleIndexPrefixCache } from '../../test/mutants/seeded-faults.js';
 import { KvIsolationError } from './isolation-error.js';
 import { makeKvLayout } from './kv-layout.js';
-import { PagePool, type PagePoolMutants } from './page-pool.js';
+import type { PagePool } from './page-pool.js';
 import { newPageTable, type PageTable } from './page-table.js';
-import { PrefixCache, type PrefixCacheMutants } from './prefix-cache.js';
+import { PrefixCache } from './prefix-cache.js';
+
+/** the faults of mutant (c), in the pool and in the cache */
+type SeededFaults = PoolFaults & { staleIndex?: boolean };
 
 const PAGE = 4;
 const layout = makeKvLayout(1, 2, PAGE);
 
-function setup(pagesPerTenant: number, pageCount = 32, mutants: PrefixCacheMutants & PagePoolMutants = {}) {
-  const pool = new PagePool(layout, pageCount, { mutants });
-  return { pool, cache: new PrefixCache(pool, pagesPerTenant, mutants) };
+function setup(pagesPerTenant: number, pageCount = 32, mutants: SeededFaults = {}) {
+  const pool = new MutantPagePool(layout, pageCount, mutants);
+  return { pool, cache: new (mutants.staleIndex === true ? StaleIndexPrefixCache : PrefixCache)(pool, pagesPerTenant) };
 }
 
 /** A request whose prompt KV is in its pages: each page filled with a value derived from its tokens. */
@@ -169,7 +173,7 @@ test('admission takes unpinned cached pages of any tenant back; pinned ones stay
 });
 
 test('mutant (c)’s pair: a stale index entry is stopped by the epoch check alone, and leaks without it', () => {
-  const run = (mutants: PrefixCacheMutants & PagePoolMutants) => {
+  const run = (mutants: SeededFaults) => {
     const { pool, cache } = setup(2, 32, mutants);
     const first = computed(pool, 'a', 'a1', PROMPT);
     cache.publish(first, cache.keysOf('a', PROMPT));
@@ -183,14 +187,14 @@ test('mutant (c)’s pair: a stale index entry is stopped by the epoch check alo
   };
   assert.equal(run({}).hits.length, 0, 'eviction takes the entry out of the index');
 
-  const stale = run({ evictionKeepsIndex: true });
+  const stale = run({ staleIndex: true });
   assert.equal(stale.hits.length, 2, 'the fault: the index still names the evicted pages');
   assert.throws(
     () => stale.pool.checkReadable(stale.reader, 2 * PAGE),
     (e: unknown) => e instanceof KvIsolationError && /stale epoch/.test(e.violation.reason),
   );
 
-  const leak = run({ evictionKeepsIndex: true, epochUnchecked: true });
+  const leak = run({ staleIndex: true, epochUnchecked: true });
   leak.pool.checkReadable(leak.reader, 2 * PAGE); // no check stops it
   const read = leak.reader.pages.map((p) => pageFloats(leak.pool, p));
   assert.notDeepEqual(read, leak.cached, 'the reader does not get the prompt it asked for');

@@ -25,12 +25,6 @@ import { sharedOwner } from './page-owner.js';
 import type { PagePool, PageReservation } from './page-pool.js';
 import type { PageTable } from './page-table.js';
 
-/** Mutation self-test hook: see test/mutants/. A seeded fault, off unless a test entry point sets it. */
-export interface PrefixCacheMutants {
-  /** (c): eviction frees an entry's page but leaves the entry in the index, where a later lookup still finds it */
-  evictionKeepsIndex?: boolean;
-}
-
 /** One cached page. Opaque to callers: what `attach` pins and `detach` unpins. */
 export interface CachedPage {
   readonly key: string;
@@ -53,8 +47,6 @@ export class PrefixCache {
     private readonly pool: PagePool,
     /** pages one tenant's cache may hold */
     readonly pagesPerTenant: number,
-    /** mutation self-test hook: see test/mutants/ (no production caller passes it) */
-    private readonly mutants: PrefixCacheMutants = {},
   ) {
     assert(Number.isInteger(pagesPerTenant) && pagesPerTenant >= 1, 'a prefix cache holds at least one page a tenant');
   }
@@ -183,13 +175,20 @@ export class PrefixCache {
     }
   }
 
+  /**
+   * An evicted entry leaves the index before its page is freed, so no lookup finds a page that is no longer its own.
+   * Protected only so that the mutation self-test can seed a stale entry (test/mutants/).
+   */
+  protected unindex(entry: CachedPage): void {
+    this.index.delete(entry.key);
+  }
+
   /** Frees the least recently used unpinned entry (of `tenant`, or of anyone); false when there is none. */
   private evictOne(tenant: string | undefined): boolean {
     for (const entry of this.lru) {
       if (entry.refs > 0 || (tenant !== undefined && entry.tenant !== tenant)) continue;
       this.lru.delete(entry);
-      // mutation self-test hook: see test/mutants/ (the stale entry keeps the page's old epoch)
-      if (this.mutants.evictionKeepsIndex !== true) this.index.delete(entry.key);
+      this.unindex(entry);
       this.pool.release(entry.reservation);
       this.evicted++;
       const left = this.pagesOf(entry.tenant) - 1;

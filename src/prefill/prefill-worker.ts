@@ -6,25 +6,26 @@
  *
  *   job ──▶ computing (PrefillEngine, bounded wait for pages) ──▶ sending (TransferSender) ──▶ prefilled | end(failed)
  *
- * The sender reads each page through a private copy, so the pool's pages can be released the moment the send settles
- * without a socket still holding a view of them (a freed page is never on the wire).
+ * The sender reads each page through a private copy (`stage`), so the pool's pages can be released the moment the send
+ * settles without a socket still holding a view of them (a freed page is never on the wire).
  */
 
 import type { PoolStats } from '../cluster/control-protocol.js';
 import { poolStats } from '../cluster/pool-stats.js';
-import { publicTransferError } from '../decode/decode-worker.js';
-import type { LogSink } from '../engine/inference-worker.js';
 import type { PrefillEngine, PrefillEvent, Prefilled } from '../engine/prefill-engine.js';
 import type { GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
+import { StepLoop } from '../engine/step-loop.js';
 import type { PagePool } from '../kv/page-pool.js';
-import { type ByteFaultPlan, FaultyFrameChannel, type FrameFault } from '../transfer/fault-injection.js';
+import type { PrefixCache } from '../kv/prefix-cache.js';
 import type { KvPageSource } from '../transfer/kv-page-port.js';
 import type { PageChecksum } from '../transfer/page-checksum.js';
 import { tableTransferSource } from '../transfer/pool-adapter.js';
 import type { TransferTicket } from '../transfer/ticket.js';
+import { publicTransferError } from '../transfer/transfer-error.js';
 import { TransferSender } from '../transfer/transfer-sender.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
+import type { LogSink } from '../util/log.js';
 import type { FrameChannel } from '../wire/frame-channel.js';
 import type { TransferTransport } from '../wire/transport.js';
 
@@ -35,28 +36,12 @@ export interface PrefillRequestLink {
   end(end: GenerationEnd): void;
 }
 
-/**
- * Tests only (KVFENCE_TEST_TRANSFER_FAULTS, inert unless set, see test-faults.ts): the transfers of a tenant's jobs
- * suffer these faults. A `replay` fault replays the frames of the previous transfer this worker sent.
- */
-export interface TenantFaults {
-  frames: readonly FrameFault[];
-  bytes: ByteFaultPlan | undefined;
-}
-
-/** per tenant */
-export type TestTransferFaults = ReadonlyMap<string, TenantFaults>;
-
-/** Tests only: a transport whose connections suffer a tenant's byte faults. */
-export type FaultTransportFor = (plan: ByteFaultPlan) => TransferTransport;
-
 export interface PrefillWorkerOptions {
   engine: PrefillEngine;
   pool: PagePool;
+  prefixCache: PrefixCache | undefined;
+  /** connections to decode workers' transfer listeners */
   transport: TransferTransport;
-  /** tests only: faults per tenant, and transports for byte faults below the MAC */
-  faults?: TestTransferFaults;
-  faultTransport?: FaultTransportFor;
   checksum: PageChecksum;
   clock: Clock;
   transferDeadlineMs: number;
@@ -64,41 +49,28 @@ export interface PrefillWorkerOptions {
   onIncident: (incident: IsolationIncident) => void;
   log: LogSink;
   now?: () => number;
-  /** mutation self-test hook: see test/mutants/ (no production caller sets it) */
-  mutants?: PrefillWorkerMutants;
 }
 
-/** Seeded faults of the mutation self-test (test/mutants/README.md); no production caller sets any. */
-export interface PrefillWorkerMutants {
-  /**
-   * A staging-buffer mix-up: every job stages its pages in one worker-wide area instead of a private copy, so of two
-   * overlapping sends the earlier one puts the later job's pages on the wire (with correct hop checksums).
-   */
-  sharedStaging?: boolean;
-}
+type JobState = { readonly name: 'computing' } | { readonly name: 'sending'; sender: TransferSender | undefined };
 
 interface Job {
   readonly request: GenerationRequest;
   readonly ticket: TransferTicket;
   readonly decodeAddress: string;
   readonly link: PrefillRequestLink;
-  phase: 'computing' | 'sending';
-  sender: TransferSender | undefined;
+  state: JobState;
   cancelled: boolean;
 }
 
 export class PrefillWorker {
   private readonly jobs = new Map<string, Job>();
-  private scheduled: NodeJS.Immediate | undefined;
+  private readonly loop: StepLoop<PrefillEvent>;
   private closed = false;
   private readonly now: () => number;
-  /** tests only: the frames of the last transfer, for `replay` faults */
-  private lastRecord: readonly Uint8Array[] = [];
-  /** mutation self-test hook: see test/mutants/ (the one staging area of the `sharedStaging` fault, page by index) */
-  private readonly sharedStaging: Uint8Array[] = [];
 
   constructor(private readonly options: PrefillWorkerOptions) {
     this.now = options.now ?? Date.now;
+    this.loop = new StepLoop(options.engine, (events) => this.deliver(events), this.now);
   }
 
   get provenContext(): number {
@@ -117,7 +89,7 @@ export class PrefillWorker {
       return;
     }
     const mismatch = ticketMismatch(request, ticket, this.options.pool);
-    const job: Job = { request, ticket, decodeAddress, link, phase: 'computing', sender: undefined, cancelled: false };
+    const job: Job = { request, ticket, decodeAddress, link, state: { name: 'computing' }, cancelled: false };
     try {
       if (mismatch !== undefined)
         throw new KvfenceError('kv_transfer_failed', `the ticket does not fit this job: ${mismatch}`);
@@ -129,7 +101,7 @@ export class PrefillWorker {
       return;
     }
     this.jobs.set(request.id, job);
-    this.schedule();
+    this.loop.kick();
   }
 
   /** The gateway cancels: computing → pages freed now; sending → ABORT, pages freed when the send settles. */
@@ -137,11 +109,11 @@ export class PrefillWorker {
     const job = this.jobs.get(requestId);
     if (job === undefined) return;
     job.cancelled = true;
-    if (job.phase === 'computing') {
+    if (job.state.name === 'computing') {
       this.jobs.delete(requestId);
       this.options.engine.cancel(requestId);
     } else {
-      job.sender?.abort('request_cancelled', 'the request was cancelled');
+      job.state.sender?.abort('request_cancelled', 'the request was cancelled');
     }
   }
 
@@ -151,29 +123,30 @@ export class PrefillWorker {
 
   /** Pool and queue counts for the gateway's stats. */
   stats(): PoolStats {
-    const { pool, engine } = this.options;
+    const { pool, engine, prefixCache } = this.options;
     const tenants = [...this.jobs.values()].map((job) => job.request.tenant);
-    return poolStats(pool, tenants, this.jobs.size - engine.waitingCount, engine.waitingCount);
+    const stats = poolStats(pool, tenants, this.jobs.size - engine.waitingCount, engine.waitingCount);
+    return prefixCache === undefined ? stats : { ...stats, pagesCached: prefixCache.pageCount };
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.scheduled !== undefined) clearImmediate(this.scheduled);
+    this.loop.stop();
     this.deliver(
       this.options.engine.abortAll(new KvfenceError('worker_unavailable', 'the prefill worker is shutting down')),
     );
     for (const job of this.jobs.values())
-      job.sender?.abort('worker_unavailable', 'the prefill worker is shutting down');
+      if (job.state.name === 'sending')
+        job.state.sender?.abort('worker_unavailable', 'the prefill worker is shutting down');
   }
 
-  private schedule(): void {
-    if (this.scheduled !== undefined || this.closed || !this.options.engine.hasWork) return;
-    this.scheduled = setImmediate(() => {
-      this.scheduled = undefined;
-      if (this.closed) return;
-      this.deliver(this.options.engine.step(this.now()));
-      this.schedule();
-    });
+  /**
+   * The pages as the sender reads them: each through a private copy taken at send time (see the file comment), with
+   * the checksums sealed on the pool's pages. Protected only for the mutation self-test (test/mutants/).
+   */
+  protected stage(pages: KvPageSource): KvPageSource {
+    const { pageCount, pageBytes, checksums } = pages;
+    return { pageCount, pageBytes, checksums, pageView: (index) => pages.pageView(index).slice() };
   }
 
   private deliver(events: readonly PrefillEvent[]): void {
@@ -199,24 +172,22 @@ export class PrefillWorker {
 
   /** Step 3: push the pages and the COMMIT; the pages are released (scrubbed) however it ends. */
   private async send(prefilled: Prefilled): Promise<void> {
-    const { pool } = this.options;
     const job = this.jobs.get(prefilled.request.id);
     if (job === undefined || job.cancelled) {
-      pool.release(prefilled.reservation);
+      prefilled.release();
       return;
     }
-    job.phase = 'sending';
+    const state: JobState = { name: 'sending', sender: undefined };
+    job.state = state;
     try {
-      const { checksum } = this.options;
+      const { pool, checksum } = this.options;
       const pages = tableTransferSource(pool, prefilled.table, prefilled.request.promptTokens.length, checksum);
-      const shared = this.options.mutants?.sharedStaging === true; // mutation self-test hook: see test/mutants/
-      const source = shared ? stagedSource(pages, this.sharedStaging) : copyingSource(pages);
-      const channel = await this.connect(job);
+      const source = this.stage(pages);
+      const channel = await this.options.transport.connect(job.decodeAddress);
       const sender = this.newSender(channel, job.ticket);
-      job.sender = sender;
+      state.sender = sender;
       if (job.cancelled) sender.abort('request_cancelled', 'the request was cancelled');
       await sender.send(source, prefilled.first);
-      if (channel instanceof FaultyFrameChannel) this.lastRecord = channel.record;
       job.link.prefilled();
     } catch (error) {
       const e = error instanceof KvfenceError ? error : new KvfenceError('kv_transfer_failed', errorMessage(error));
@@ -228,22 +199,9 @@ export class PrefillWorker {
         job.link.end({ kind: 'failed', error: publicTransferError(e) });
       }
     } finally {
-      pool.release(prefilled.reservation);
+      prefilled.release();
       this.jobs.delete(job.request.id);
     }
-  }
-
-  private async connect(job: Job): Promise<FrameChannel> {
-    const faults = this.options.faults;
-    if (faults === undefined) return this.options.transport.connect(job.decodeAddress);
-    const plan = faults.get(job.request.tenant);
-    const transport =
-      plan?.bytes !== undefined && this.options.faultTransport !== undefined
-        ? this.options.faultTransport(plan.bytes)
-        : this.options.transport;
-    const channel = await transport.connect(job.decodeAddress);
-    const frames = (plan?.frames ?? []).map((f) => (f.kind === 'replay' ? { ...f, recorded: this.lastRecord } : f));
-    return new FaultyFrameChannel(channel, frames);
   }
 
   private newSender(channel: FrameChannel, ticket: TransferTicket): TransferSender {
@@ -274,23 +232,4 @@ function ticketMismatch(request: GenerationRequest, ticket: TransferTicket, pool
   if (ticket.pageBytes !== pool.layout.floatsPerPage * 4)
     return `page bytes ${ticket.pageBytes}, here ${pool.layout.floatsPerPage * 4}`;
   return undefined;
-}
-
-/** Each page read through a private copy (see the file comment); the checksums sealed on the pool's pages go along. */
-function copyingSource(source: KvPageSource): KvPageSource {
-  const { pageCount, pageBytes, checksums } = source;
-  return { pageCount, pageBytes, checksums, pageView: (index) => source.pageView(index).slice() };
-}
-
-/**
- * mutation self-test hook: see test/mutants/ (the `sharedStaging` fault). Stages every page now, into `staging`
- * (shared by all jobs, grown as needed), and reads it back at send time: whatever job staged last is what goes out.
- */
-function stagedSource(source: KvPageSource, staging: Uint8Array[]): KvPageSource {
-  for (let index = 0; index < source.pageCount; index++) {
-    if (staging[index]?.byteLength !== source.pageBytes) staging[index] = new Uint8Array(source.pageBytes);
-    staging[index]!.set(source.pageView(index));
-  }
-  const { pageCount, pageBytes, checksums } = source;
-  return { pageCount, pageBytes, checksums, pageView: (index) => staging[index]!.slice() };
 }

@@ -10,7 +10,6 @@ import { type ManifestEntry, manifestDigest } from './manifest.js';
 import type { PageChecksum } from './page-checksum.js';
 import { pageTokenCount, type TransferBinding, type TransferTicket } from './ticket.js';
 import { TransferError, type TransferFailureReason } from './transfer-error.js';
-import type { TransferReceiverMutants } from './transfer-receiver.js';
 import { isTerminal, nextState, type ReceiverEvent, type ReceiverState } from './transfer-state.js';
 import type { CommitBody, FirstToken, Frame } from './wire-format.js';
 
@@ -38,8 +37,6 @@ export class ReceiveSession {
     private readonly sink: KvPageSink,
     private readonly checksum: PageChecksum,
     private readonly onTerminal: (outcome: TransferOutcome) => void,
-    /** mutation self-test hook: see test/mutants/ (no production caller passes it) */
-    private readonly mutants: TransferReceiverMutants = {},
   ) {
     assert(sink.pageCount === ticket.pageCount && sink.pageBytes === ticket.pageBytes, 'sink and ticket disagree');
   }
@@ -164,8 +161,7 @@ export class ReceiveSession {
       throw new TransferError('page_missing', `COMMIT after ${this.entries.length} of ${t.pageCount} pages`);
     }
     const expected = manifestDigest(t, this.entries);
-    const unchecked = this.mutants.digestUnchecked === true; // mutation self-test hook: see test/mutants/
-    if (!unchecked && (digest.byteLength !== expected.byteLength || !timingSafeEqual(digest, expected))) {
+    if (!this.digestMatches(digest, expected)) {
       throw new TransferError('digest_mismatch', 'the manifest digest does not match the pages received');
     }
     if (!this.sink.isOpen())
@@ -176,12 +172,16 @@ export class ReceiveSession {
       top: firstToken.top.map((x) => ({ ...x })),
     };
     // the echo carries the digest the sender sent (equal to `expected` once checked), so its acknowledgement matches
-    const echoed = unchecked ? digest.slice() : expected; // mutation self-test hook: see test/mutants/
-    const commit: CommitBody = { pageCount, tokenCount, digest: echoed, firstToken: copy };
+    const commit: CommitBody = { pageCount, tokenCount, digest: digest.slice(), firstToken: copy };
     this.outcomeNow = { state: 'COMMITTED', ticket: t, firstToken: copy, commit };
     this.move('COMMIT_OK');
     this.onTerminal(this.outcomeNow);
     return true;
+  }
+
+  /** I5's last check: the COMMIT's digest is the one of the pages received. Protected for the mutation self-test. */
+  protected digestMatches(digest: Uint8Array, expected: Uint8Array): boolean {
+    return digest.byteLength === expected.byteLength && timingSafeEqual(digest, expected);
   }
 
   private checkBinding(binding: TransferBinding): void {

@@ -2,7 +2,7 @@
  * Why a transfer failed. Every deviation from the protocol maps to one reason; the request fails closed with
  * `kv_transfer_failed` and its pages are scrubbed. Names match docs/protocol.md and spec/.
  */
-import { KvfenceError } from '../util/errors.js';
+import { isErrorCode, KvfenceError } from '../util/errors.js';
 
 export const TRANSFER_FAILURE_REASONS = [
   // binding: the frame is not for this reservation
@@ -57,4 +57,28 @@ export class TransferError extends KvfenceError {
   ) {
     super('kv_transfer_failed', `KV transfer failed (${reason}): ${message}`);
   }
+}
+
+/**
+ * What a client may learn of a transfer failure: its reason, nothing more. Frame-level details (a replayed frame names
+ * the request it came from, possibly another tenant's) stay in the worker's log.
+ */
+export function publicTransferError(error: KvfenceError): KvfenceError {
+  if (!(error instanceof TransferError)) return error;
+  return new KvfenceError(
+    'kv_transfer_failed',
+    `KV transfer failed (${error.reason}); the request's pages were scrubbed`,
+  );
+}
+
+/**
+ * How a failed transfer ends its request: a prefill's ABORT keeps its original code (a 400 stays a 400, DESIGN §6);
+ * every other failure is a 500 kv_transfer_failed that names only the reason.
+ */
+export function transferEndError(error: TransferError): KvfenceError {
+  const peer = error.peerCode;
+  if (error.reason === 'sender_aborted' && peer !== undefined && isErrorCode(peer) && peer !== 'kv_transfer_failed') {
+    return new KvfenceError(peer, error.message.replace(/^KV transfer failed \(sender_aborted\): /, ''));
+  }
+  return publicTransferError(error);
 }

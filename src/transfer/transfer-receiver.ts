@@ -25,14 +25,6 @@ export interface TransferReceiverOptions {
   clock: Clock;
   /** longest gap allowed between two frames of a connection, and before its first one */
   idleTimeoutMs: number;
-  /** mutation self-test hook: see test/mutants/ (no production caller sets it) */
-  mutants?: TransferReceiverMutants;
-}
-
-/** Seeded isolation faults of the mutation self-test (test/mutants/README.md); no production caller sets any. */
-export interface TransferReceiverMutants {
-  /** I5's last check removed: a COMMIT is accepted whatever its manifest digest says */
-  digestUnchecked?: boolean;
 }
 
 export interface ExpectOptions {
@@ -70,7 +62,7 @@ export class TransferReceiver {
   private readonly channels = new Set<FrameChannel>();
   private closing = false;
 
-  constructor(private readonly options: TransferReceiverOptions) {
+  constructor(protected readonly options: TransferReceiverOptions) {
     assert(
       options.idleTimeoutMs > 0 && options.idleTimeoutMs <= LIMITS.transferTimeoutMsMax,
       'idle timeout out of range',
@@ -109,16 +101,10 @@ export class TransferReceiver {
     const outcome = new Promise<TransferOutcome>((resolve) => {
       settle = resolve;
     });
-    const session = new ReceiveSession(
-      ticket,
-      sink,
-      this.options.checksum,
-      (o) => {
-        this.finish(ticket.request, o);
-        settle(o);
-      },
-      this.options.mutants, // mutation self-test hook: see test/mutants/
-    );
+    const session = this.newSession(ticket, sink, (o) => {
+      this.finish(ticket.request, o);
+      settle(o);
+    });
     const cancelDeadline = this.options.clock.after(options.deadlineMs, () =>
       session.expire('deadline_exceeded', `no COMMIT within ${options.deadlineMs} ms`),
     );
@@ -132,6 +118,15 @@ export class TransferReceiver {
       cancel: (message) => session.cancel(message),
       expire: (message) => session.expire('deadline_exceeded', message),
     };
+  }
+
+  /** The session that checks one transfer's frames. Protected for the mutation self-test (test/mutants/). */
+  protected newSession(
+    ticket: TransferTicket,
+    sink: KvPageSink,
+    onTerminal: (outcome: TransferOutcome) => void,
+  ): ReceiveSession {
+    return new ReceiveSession(ticket, sink, this.options.checksum, onTerminal);
   }
 
   /** Takes an authenticated connection; its first frame must be the HELLO of a live ticket. */

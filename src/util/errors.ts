@@ -24,6 +24,31 @@ export type ErrorCode =
   // disaggregated serving: a prefill or decode worker died or cannot be reached
   | 'worker_unavailable';
 
+/** Every code, once: what a code read off the wire is checked against. */
+const ERROR_CODES: Record<ErrorCode, true> = {
+  invalid_request_error: true,
+  invalid_model_file: true,
+  file_not_found: true,
+  unsupported_model: true,
+  context_length_exceeded: true,
+  kv_isolation_violation: true,
+  kv_capacity_exceeded: true,
+  invalid_argument: true,
+  invalid_api_key: true,
+  model_not_found: true,
+  not_found: true,
+  rate_limit_exceeded: true,
+  server_overloaded: true,
+  request_cancelled: true,
+  internal_error: true,
+  kv_transfer_failed: true,
+  worker_unavailable: true,
+};
+
+export function isErrorCode(value: string): value is ErrorCode {
+  return Object.hasOwn(ERROR_CODES, value);
+}
+
 export class KvfenceError extends Error {
   override name = 'KvfenceError';
   constructor(

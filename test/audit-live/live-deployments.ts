@@ -3,7 +3,7 @@
  * colocated server in this process (test/serving/serve-helpers.ts) and the disaggregated cluster (gateway here,
  * 1 prefill + 1 decode child process; test/disagg/cluster-helpers.ts).
  */
-import type { ServeConfig } from '../../src/cli/serve-command.js';
+import type { ServeConfig } from '../../src/launch/serve-config.js';
 import { assertClusterPoolsWhole, startTestCluster } from '../disagg/cluster-helpers.js';
 import { testModelFile } from '../helpers/models.js';
 import { assertPoolWhole, SERVING_MODEL, startTestServer, waitFor } from '../serving/serve-helpers.js';

@@ -5,11 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { type RunningCluster, startDisaggregatedServer } from '../../src/cli/gateway-command.js';
-import { disaggregatedConfig, SERVE_DEFAULTS, type ServeConfig } from '../../src/cli/serve-command.js';
+import { fileURLToPath } from 'node:url';
 import type { PoolStats } from '../../src/cluster/control-protocol.js';
+import type { WorkerSettings } from '../../src/engine/worker-kv.js';
+import { type RunningCluster, startDisaggregatedServer } from '../../src/launch/cluster-server.js';
+import { SERVE_DEFAULTS, type ServeConfig } from '../../src/launch/serve-config.js';
 import { testModelFile } from '../helpers/models.js';
 import { tempDirectory } from '../helpers/temp.js';
+import type { TestWorkerPlan } from '../helpers/test-worker-entry.js';
 import type { IsolationTarget } from '../serving/isolation-suite.js';
 import { MODEL_ID, SERVING_MODEL, waitForAsync } from '../serving/serve-helpers.js';
 
@@ -20,10 +23,10 @@ export interface TestClusterOptions {
   serve?: Partial<ServeConfig>;
   prefill?: number;
   decode?: number;
-  prefillArgs?: readonly string[];
-  decodeArgs?: readonly string[];
-  prefillEnv?: Readonly<Record<string, string>>;
-  decodeEnv?: Readonly<Record<string, string>>;
+  prefillSettings?: Partial<WorkerSettings>;
+  decodeSettings?: Partial<WorkerSettings>;
+  /** every worker runs the test worker program with this plan (faults, an unproven capacity) */
+  plan?: TestWorkerPlan;
 }
 
 /** The colocated test server's settings (serve-helpers.ts), so both give the same answers. */
@@ -51,19 +54,23 @@ export function testServeConfig(overrides: Partial<ServeConfig> = {}): ServeConf
 }
 
 export async function startTestCluster(options: TestClusterOptions = {}): Promise<RunningCluster> {
-  const config = disaggregatedConfig(
-    testServeConfig(options.serve),
-    options.prefill ?? 1,
-    options.decode ?? 1,
-    'ignore',
-  );
   return startDisaggregatedServer({
-    ...config,
-    workerArgs: [...config.workerArgs, '--transfer-timeout-ms', '10000', '--idle-timeout-ms', '3000'],
-    ...(options.prefillArgs !== undefined ? { prefillArgs: options.prefillArgs } : {}),
-    ...(options.decodeArgs !== undefined ? { decodeArgs: options.decodeArgs } : {}),
-    ...(options.prefillEnv !== undefined ? { prefillEnv: options.prefillEnv } : {}),
-    ...(options.decodeEnv !== undefined ? { decodeEnv: options.decodeEnv } : {}),
+    serve: testServeConfig(options.serve),
+    prefillCount: options.prefill ?? 1,
+    decodeCount: options.decode ?? 1,
+    ...(options.prefillSettings !== undefined ? { prefillSettings: options.prefillSettings } : {}),
+    ...(options.decodeSettings !== undefined ? { decodeSettings: options.decodeSettings } : {}),
+    transferTimeoutMs: 10_000,
+    idleTimeoutMs: 3_000,
+    workerStdout: 'ignore',
+    ...(options.plan !== undefined
+      ? {
+          workerProgram: {
+            path: fileURLToPath(new URL('../helpers/test-worker-entry.js', import.meta.url)),
+            args: [JSON.stringify(options.plan)],
+          },
+        }
+      : {}),
   });
 }
 

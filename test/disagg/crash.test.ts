@@ -3,9 +3,8 @@
 // freed, a request on the other pair runs on with its solo answer, and the killed worker is restarted and used again.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { RunningCluster } from '../../src/cli/gateway-command.js';
 import type { PoolStats } from '../../src/cluster/control-protocol.js';
-import { TEST_FAULTS_ENV } from '../../src/prefill/test-faults.js';
+import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import { complete, tokens } from '../serving/isolation-suite.js';
 import { MODEL_ID, post, waitForAsync, writeKeyFile } from '../serving/serve-helpers.js';
 import { assertClusterPoolsWhole, startTestCluster } from './cluster-helpers.js';
@@ -17,7 +16,7 @@ before(async () => {
     decode: 2,
     serve: { apiKeysPath: writeKeyFile(['stall', 'other']) },
     // the stall tenant's transfers stop after HELLO and the first page: a transfer caught in the middle
-    prefillEnv: { [TEST_FAULTS_ENV]: JSON.stringify({ stall: { frames: [{ kind: 'stall', frame: 2 }] } }) },
+    plan: { faults: { stall: { frames: [{ kind: 'stall', frame: 2 }] } } },
   });
 });
 after(async () => {

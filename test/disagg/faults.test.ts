@@ -1,17 +1,17 @@
 // Every transfer fault, end to end across real processes: the prefill worker faults the KV transfers of chosen
-// tenants (KVFENCE_TEST_TRANSFER_FAULTS, a test-only variable), while other tenants run at the same time. A faulted
+// tenants (the fault-test worker program, test/helpers/faulty-worker-entry.ts), while other tenants run at the same time. A faulted
 // request fails with an error (500 kv_transfer_failed), never a 200 with content; no page leaks on either side; the
 // other tenants' answers are bit-identical to their solo runs.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { RunningCluster } from '../../src/cli/gateway-command.js';
-import { TEST_FAULTS_ENV } from '../../src/prefill/test-faults.js';
+import type { RunningCluster } from '../../src/launch/cluster-server.js';
+import type { FaultPlans } from '../helpers/fault-transport.js';
 import { type Answer, complete, tokens } from '../serving/isolation-suite.js';
 import { MODEL_ID, post, writeKeyFile } from '../serving/serve-helpers.js';
 import { assertClusterPoolsWhole, startTestCluster } from './cluster-helpers.js';
 
 /** A 40-token prompt is 3 pages of 16: frame 0 = HELLO, 1..3 = PAGE (8 KiB each), 4 = COMMIT. */
-const FAULTS: Record<string, unknown> = {
+const FAULTS: FaultPlans = {
   'f-drop': { frames: [{ kind: 'drop', frame: 1 }] },
   'f-corrupt': { frames: [{ kind: 'corrupt', frame: 2, byteIndex: 4000 }] },
   'f-truncate': { frames: [{ kind: 'truncate', frame: 2, keepBytes: 60 }] },
@@ -26,7 +26,7 @@ let cluster: RunningCluster;
 before(async () => {
   cluster = await startTestCluster({
     serve: { apiKeysPath: writeKeyFile([...CLEAN, ...Object.keys(FAULTS)]) },
-    prefillEnv: { [TEST_FAULTS_ENV]: JSON.stringify(FAULTS) },
+    plan: { faults: FAULTS },
   });
 });
 after(async () => {

@@ -8,7 +8,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type RunningServer, startServer } from '../../src/cli/serve-command.js';
+import { type RunningServer, startServer } from '../../src/launch/colocated-server.js';
 import { CLI_PATH } from '../helpers/cli.js';
 import { testModelFile } from '../helpers/models.js';
 import { tempDirectory } from '../helpers/temp.js';

@@ -4,8 +4,8 @@
 // prefill worker's pool and a decode worker's transfer (the split path really ran).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { RunningCluster } from '../../src/cli/gateway-command.js';
-import { type RunningServer, startServer } from '../../src/cli/serve-command.js';
+import type { RunningCluster } from '../../src/launch/cluster-server.js';
+import { type RunningServer, startServer } from '../../src/launch/colocated-server.js';
 import { tokens } from '../serving/isolation-suite.js';
 import { clientFor, MODEL_ID, type Served } from '../serving/serve-helpers.js';
 import { assertClusterPoolsWhole, poolStats, startTestCluster, testServeConfig } from './cluster-helpers.js';

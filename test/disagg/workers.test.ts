@@ -5,11 +5,10 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import type { RunningCluster } from '../../src/cli/gateway-command.js';
 import { CLUSTER_SECRET_ENV } from '../../src/cluster/cluster-secret.js';
 import { ControlConnection } from '../../src/cluster/control-channel.js';
 import type { ControlMessage } from '../../src/cluster/control-protocol.js';
-import { TEST_SKIP_CAPACITY_PROOF_ENV } from '../../src/cluster/worker-process.js';
+import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import { systemClock } from '../../src/util/clock.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
@@ -63,8 +62,8 @@ describe('the incident, with the prefill capacity proof bypassed (test build)', 
   before(async () => {
     // prefill pool: 4 pages × 16 = 64 tokens, yet it advertises the model's 256 (unproven); decode is sized properly
     cluster = await startTestCluster({
-      prefillArgs: ['--kv-pages', '4'],
-      prefillEnv: { [TEST_SKIP_CAPACITY_PROOF_ENV]: '1' },
+      prefillSettings: { pageCount: 4 },
+      plan: { unprovenCapacity: true },
     });
   });
   after(async () => {
@@ -133,6 +132,7 @@ describe('the incident, with the prefill capacity proof bypassed (test build)', 
       maxTokens: 10,
       sampling: { temperature: 0, topK: 0, topP: 1, seed: 0 },
       topLogprobs: 0,
+      tenantKvPagesMax: 64,
     };
     const decode = cluster.workers.find((w) => w.role === 'decode')!;
     const decodeAnswer = await exchange(transport, decode.control, { type: 'reserve', request });

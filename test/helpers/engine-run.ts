@@ -24,15 +24,20 @@ export function config(overrides: Partial<EngineConfig> = {}): EngineConfig {
     queueTimeoutMs: 1000,
     prefillChunkTokens: 7, // odd chunks: prefill spans several steps and mixes with decodes
     stepTokenBudget: 24,
-    tenantLimits: () => ({ concurrentRequestsMax: 16, kvPagesMax: 64 }),
     isStopToken: () => false,
     ...overrides,
   };
 }
 
-export function request(id: string, tenant: string, promptLength: number, maxTokens: number): GenerationRequest {
+export function request(
+  id: string,
+  tenant: string,
+  promptLength: number,
+  maxTokens: number,
+  tenantKvPagesMax = 64,
+): GenerationRequest {
   const promptTokens = Array.from({ length: promptLength }, (_, i) => (i * 37 + id.length * 11 + 5) % 500);
-  return { id, tenant, promptTokens, maxTokens, sampling: GREEDY, topLogprobs: 2 };
+  return { id, tenant, promptTokens, maxTokens, sampling: GREEDY, topLogprobs: 2, tenantKvPagesMax };
 }
 
 export interface Outcome {

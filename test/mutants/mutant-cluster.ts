@@ -1,33 +1,27 @@
 /**
  * The disaggregated counterpart of mutant-server.ts: one prefill worker, one decode worker and the gateway, all in this
- * process, assembled as `kvfence prefill`, `kvfence decode` and `kvfence gateway` assemble them (startWorkerProcess,
- * startGateway) on the colocated mutant server's model and settings, plus the seeded faults of one mutant. Production
- * never builds a cluster this way: the CLI passes no `mutants` to startWorkerProcess (mutants-unreachable.test.ts).
+ * process, started by `startWorker` and `startGateway` (src/launch/) as `kvfence prefill`, `decode` and `gateway` start
+ * them, on the colocated mutant server's model and settings, with the parts of one mutant (seeded-faults.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { startGateway } from '../../src/cli/gateway-command.js';
 import type { WorkerRole } from '../../src/cluster/control-protocol.js';
-import { type RunningWorker, startWorkerProcess, type WorkerProcessConfig } from '../../src/cluster/worker-process.js';
+import { type RunningWorker, WORKER_DEFAULTS, type WorkerConfig } from '../../src/cluster/worker-config.js';
 import { IncidentStore } from '../../src/incidents/incident-store.js';
-import { loadModel } from '../../src/model/load-model.js';
-import { testModelFile } from '../helpers/models.js';
+import { startGateway } from '../../src/launch/gateway-server.js';
+import { startWorker } from '../../src/launch/start-worker.js';
 import { tempDirectory } from '../helpers/temp.js';
-import { MODEL_ID, SERVING_MODEL } from '../serving/serve-helpers.js';
-import { MUTANT_SERVER_DEFAULTS, mutantEngineSettings } from './mutant-server.js';
-
-export type ClusterMutants = NonNullable<WorkerProcessConfig['mutants']>;
+import { MODEL_ID } from '../serving/serve-helpers.js';
+import { MUTANT_SERVER_DEFAULTS, mutantModelPath, mutantWorkerSettings } from './mutant-server.js';
+import { type ClusterFaults, seededWorkerParts } from './seeded-faults.js';
 
 /**
  * (d) `digest_unchecked`: I5's digest comparison removed at decode, plus the fault it exists to catch: a prefill
  * worker staging every job's pages in one shared area, so overlapping sends put another request's KV on the wire
  * under correct per-page checksums (README.md).
  */
-export const DIGEST_UNCHECKED: ClusterMutants = {
-  prefill: { sharedStaging: true },
-  receiver: { digestUnchecked: true },
-};
+export const DIGEST_UNCHECKED: ClusterFaults = { sharedStaging: true, digestUnchecked: true };
 
 export interface MutantCluster {
   url: string;
@@ -39,57 +33,46 @@ export interface MutantCluster {
 const dir = tempDirectory('kvfence-mutant-cluster-');
 let clusters = 0;
 
-/** Transfer bounds of the disaggregated tests (cluster-helpers.ts). */
-const TRANSFER = { transferTimeoutMs: 10_000, idleTimeoutMs: 3_000, handshakeTimeoutMs: 5_000 };
-
-function workerConfig(
-  role: WorkerRole,
-  secret: Uint8Array,
-  incidents: IncidentStore,
-  mutants: ClusterMutants,
-): WorkerProcessConfig {
-  const s = MUTANT_SERVER_DEFAULTS;
+function workerConfig(role: WorkerRole): WorkerConfig {
   return {
     role,
     name: role,
-    model: loadModel(modelPath()),
+    modelPath: mutantModelPath(),
     modelName: MODEL_ID,
-    ...mutantEngineSettings(s),
-    tenantConcurrentMax: 64,
-    tenantKvPagesMax: s.kvPages,
+    backend: 'reference',
+    settings: mutantWorkerSettings(MUTANT_SERVER_DEFAULTS),
     controlListen: '127.0.0.1:0',
     ...(role === 'decode' ? { transferListen: '127.0.0.1:0' } : {}),
-    ...TRANSFER,
-    secret,
-    incidents,
-    log: pino({ level: 'silent' }),
-    env: {}, // never process.env: no test-fault or capacity-skip variable reaches these workers
-    mutants,
+    // the transfer bounds of the disaggregated tests (cluster-helpers.ts)
+    transferTimeoutMs: 10_000,
+    idleTimeoutMs: 3_000,
+    handshakeTimeoutMs: WORKER_DEFAULTS.handshakeTimeoutMs,
+    incidentsDb: join(dir, 'unused.sqlite'),
+    logLevel: 'silent',
   };
 }
 
-/** The live audit's model (512-token context), as mutant-server.ts serves it. */
-function modelPath(): string {
-  return testModelFile({ ...SERVING_MODEL, contextLength: 512 });
-}
-
-/** A disaggregated kvfence on the live audit's model with `mutants` seeded; `{}`: the real cluster. */
-export async function startMutantCluster(mutants: ClusterMutants, serverKeysPath: string): Promise<MutantCluster> {
+/** A disaggregated kvfence on the live audit's model with `faults` seeded; `{}`: the real cluster. */
+export async function startMutantCluster(faults: ClusterFaults, serverKeysPath: string): Promise<MutantCluster> {
   const secret = new Uint8Array(randomBytes(32));
   const incidents = new IncidentStore(join(dir, `incidents-${clusters++}.sqlite`));
+  const deps = { parts: seededWorkerParts(faults), incidents, log: pino({ level: 'silent' }) };
   const workers: RunningWorker[] = [];
   const closeWorkers = async () => {
     for (const w of workers.splice(0)) await w.close();
   };
   try {
-    workers.push(await startWorkerProcess(workerConfig('prefill', secret, incidents, mutants)));
-    workers.push(await startWorkerProcess(workerConfig('decode', secret, incidents, mutants)));
+    workers.push(await startWorker(workerConfig('prefill'), secret, deps));
+    workers.push(await startWorker(workerConfig('decode'), secret, deps));
     const gateway = await startGateway({
-      modelPath: modelPath(),
+      modelPath: mutantModelPath(),
       modelName: MODEL_ID,
       host: '127.0.0.1',
       port: 0,
       apiKeysPath: serverKeysPath,
+      tenantConcurrentMax: 64,
+      clampContext: false,
+      queueTimeoutMs: MUTANT_SERVER_DEFAULTS.queueTimeoutMs,
       prefill: [workers[0]!.controlAddress],
       decode: [workers[1]!.controlAddress],
       secret,

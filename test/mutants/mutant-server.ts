@@ -1,43 +1,27 @@
 /**
- * The mutation self-test's only entry point: a colocated kvfence assembled in-process exactly as `startServer`
- * (src/cli/serve-command.ts) assembles it, plus the seeded isolation faults of one mutant (README.md). Production
- * code never builds a server this way: `kvfence serve` has no flag, environment variable or config field that reaches
- * the `mutants` options, and no module under src/ imports this folder (mutants-unreachable.test.ts checks both).
+ * The mutation self-test's colocated server: `startServer` itself (src/launch/colocated-server.ts), handed the parts
+ * of one mutant (seeded-faults.ts) instead of production's. Production code never builds a server this way: no
+ * `kvfence` command, flag, variable or config field reaches the parts, and no module under src/ imports this folder
+ * (mutants-unreachable.test.ts checks both).
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { pino } from 'pino';
-import { ColocatedWorker } from '../../src/colocated/colocated-worker.js';
-import { selectBackend } from '../../src/compute/select-backend.js';
-import type { EngineMutants } from '../../src/engine/engine.js';
-import type { GatewayMutants } from '../../src/gateway/completion-run.js';
-import { servedModel } from '../../src/gateway/served-model.js';
-import { buildGateway } from '../../src/gateway/server.js';
-import { loadKeyFile, TenantDirectory } from '../../src/gateway/tenants.js';
-import { IncidentStore } from '../../src/incidents/incident-store.js';
-import type { PagePoolMutants } from '../../src/kv/page-pool.js';
-import type { PrefixCacheMutants } from '../../src/kv/prefix-cache.js';
-import { loadModel } from '../../src/model/load-model.js';
+import type { ColocatedWorker } from '../../src/colocated/colocated-worker.js';
+import type { IncidentStore } from '../../src/incidents/incident-store.js';
+import { startServer } from '../../src/launch/colocated-server.js';
 import { testModelFile } from '../helpers/models.js';
 import { tempDirectory } from '../helpers/temp.js';
 import { SERVING_MODEL } from '../serving/serve-helpers.js';
+import { type SeededFaults, seededParts } from './seeded-faults.js';
 
 export const MUTANT_NAMES = ['placeholder', 'use_after_free', 'stale_epoch', 'abort_as_success'] as const;
 export type MutantName = (typeof MUTANT_NAMES)[number];
 
-/** Every seeded fault of a mutant, by the component it is injected into. */
-export interface Mutants {
-  gateway?: GatewayMutants;
-  engine?: EngineMutants;
-  pool?: PagePoolMutants;
-  prefixCache?: PrefixCacheMutants;
-}
-
 /** What each mutant turns on: the check it removes plus the ordinary fault that check exists to catch (README.md). */
-export const MUTANTS: Record<MutantName, Mutants> = {
-  placeholder: { gateway: { oversizePlaceholder: true } },
+export const MUTANTS: Record<MutantName, SeededFaults> = {
+  placeholder: { placeholder: true },
   use_after_free: { pool: { ownershipUnchecked: true }, engine: { cancelLeavesRunning: true } },
-  stale_epoch: { pool: { epochUnchecked: true }, prefixCache: { evictionKeepsIndex: true } },
+  stale_epoch: { pool: { epochUnchecked: true }, staleIndex: true },
   abort_as_success: { engine: { abortAsSuccess: true } },
 };
 
@@ -59,10 +43,14 @@ export const MUTANT_SERVER_DEFAULTS: MutantServerSettings = {
   prefixCachePages: 0,
 };
 
-/** The engine settings both mutant-server.ts and mutant-cluster.ts run with (field names as both option types spell them). */
-export function mutantEngineSettings(s: MutantServerSettings) {
+/** The live audit's model (512-token context), as both mutant servers serve it. */
+export function mutantModelPath(): string {
+  return testModelFile({ ...SERVING_MODEL, contextLength: 512 });
+}
+
+/** The engine settings both mutant-server.ts and mutant-cluster.ts run with. */
+export function mutantWorkerSettings(s: MutantServerSettings) {
   return {
-    backend: selectBackend('reference', () => {}),
     pageSize: 16,
     pageCount: s.kvPages,
     clampContext: false,
@@ -71,6 +59,7 @@ export function mutantEngineSettings(s: MutantServerSettings) {
     queueTimeoutMs: s.queueTimeoutMs,
     prefillChunkTokens: 64,
     stepTokenBudget: 256,
+    prefixCachePages: s.prefixCachePages,
   };
 }
 
@@ -85,56 +74,51 @@ export interface MutantServer {
 const dir = tempDirectory('kvfence-mutants-');
 let servers = 0;
 
-/** A colocated server on the live audit's model (512-token context) with `mutants` seeded; `{}`: the real server. */
+/** A colocated server on the live audit's model with `faults` seeded; `{}`: the real server. */
 export async function startMutantServer(
-  mutants: Mutants,
+  faults: SeededFaults,
   serverKeysPath: string,
   settings: Partial<MutantServerSettings> = {},
 ): Promise<MutantServer> {
   const s = { ...MUTANT_SERVER_DEFAULTS, ...settings };
-  const model = loadModel(testModelFile({ ...SERVING_MODEL, contextLength: 512 }));
-  const logger = pino({ level: 'silent' });
-  const tenants = new TenantDirectory(loadKeyFile(serverKeysPath));
-  const incidents = new IncidentStore(join(dir, `incidents-${servers++}.sqlite`));
-  const worker = new ColocatedWorker({
-    model,
-    ...mutantEngineSettings(s),
-    tenantLimits: { defaults: { concurrentRequestsMax: 64, kvPagesMax: s.kvPages }, overrides: new Map() },
-    incidents,
-    log: logger,
-    prefixCachePages: s.prefixCachePages,
-    mutants: {
-      ...(mutants.pool !== undefined ? { pool: mutants.pool } : {}),
-      ...(mutants.engine !== undefined ? { engine: mutants.engine } : {}),
-      ...(mutants.prefixCache !== undefined ? { prefixCache: mutants.prefixCache } : {}),
+  const w = mutantWorkerSettings(s);
+  const server = await startServer(
+    {
+      modelPath: mutantModelPath(),
+      modelName: 'tiny-test',
+      host: '127.0.0.1',
+      port: 0,
+      backend: 'reference',
+      apiKeysPath: serverKeysPath,
+      kvPages: w.pageCount,
+      pageSize: w.pageSize,
+      clampContext: false,
+      runningMax: w.runningMax,
+      waitingMax: w.waitingMax,
+      queueTimeoutMs: w.queueTimeoutMs,
+      prefillChunk: w.prefillChunkTokens,
+      stepTokens: w.stepTokenBudget,
+      tenantConcurrentMax: 64,
+      prefixCachePages: s.prefixCachePages,
+      incidentsDb: join(dir, `incidents-${servers++}.sqlite`),
+      requestTimeoutMs: 60_000,
+      logLevel: 'silent',
     },
-  });
-  const gateway = buildGateway({
-    model: servedModel(model, 'tiny-test'),
-    worker,
-    tenants,
-    logger,
-    requestTimeoutMs: 60_000,
-    retryAfterS: 1,
-    ...(mutants.gateway !== undefined ? { mutants: mutants.gateway } : {}),
-  });
-  const url = await gateway.app.listen({ host: '127.0.0.1', port: 0 });
+    () => {},
+    seededParts(faults),
+  );
   return {
-    url,
-    worker,
-    incidents,
+    url: server.url,
+    worker: server.worker,
+    incidents: server.incidents,
     checkExercised() {
-      const cache = worker.prefixCache;
+      const cache = server.worker.prefixCache;
       if (cache === undefined) return;
       assert.ok(
         cache.reusedPages > 0 && cache.evictedPages > 0,
         `the audit exercised the prefix cache: ${cache.reusedPages} pages reused, ${cache.evictedPages} evicted`,
       );
     },
-    async close() {
-      await worker.close();
-      await gateway.app.close();
-      incidents.close();
-    },
+    close: () => server.close(),
   };
 }

@@ -1,8 +1,7 @@
 /**
  * The seeded isolation mutants (README.md) cannot be turned on by the production path: no `kvfence` command shows or
- * accepts a flag for them, no module under src/ imports test/mutants/, no environment variable names them, and the
- * `mutants` options are read only at the hook points listed here (each marked "mutation self-test hook"), never by the
- * CLI that builds the production servers.
+ * accepts a flag for them, and no production module imports anything from test/, reads a test-only environment
+ * variable, or has a mutant option at all. A mutant exists only as a test subclass handed to a worker as a part.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -13,24 +12,8 @@ import { runCli } from '../helpers/cli.js';
 
 const SRC = fileURLToPath(new URL('../../../src', import.meta.url));
 
-/** The only production files that may mention the mutants: the hook points (and the pool's and cache's own tests). */
-const HOOK_FILES = new Set([
-  'engine/engine.ts',
-  'gateway/completion-run.ts',
-  'gateway/server.ts',
-  'kv/page-pool.ts',
-  'kv/page-pool.model.test.ts',
-  'kv/prefix-cache.ts',
-  'kv/prefix-cache.model.test.ts',
-  'kv/prefix-cache.test.ts',
-  'colocated/colocated-worker.ts',
-  'prefill/prefill-worker.ts',
-  'cluster/worker-process.ts',
-  'transfer/receive-session.ts',
-  'transfer/transfer-receiver.ts',
-]);
-
-const MUTANT_OPTIONS = [
+/** Names of the seeded faults (seeded-faults.ts): none may appear in a production module. */
+const FAULT_NAMES = [
   'oversizePlaceholder',
   'ownershipUnchecked',
   'epochUnchecked',
@@ -38,7 +21,7 @@ const MUTANT_OPTIONS = [
   'abortAsSuccess',
   'digestUnchecked',
   'sharedStaging',
-  'evictionKeepsIndex',
+  'staleIndex',
 ];
 
 function sourceFiles(dir: string): string[] {
@@ -54,7 +37,7 @@ test('no kvfence command offers a mutant flag', () => {
     const r = runCli([command, '--help']);
     assert.equal(r.status, 0, `${command} --help: ${r.stderr}`);
     assert.doesNotMatch(r.stdout, /mutant|mutation/i, `kvfence ${command} --help`);
-    for (const option of MUTANT_OPTIONS) {
+    for (const option of FAULT_NAMES) {
       const flag = option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
       assert.ok(!r.stdout.includes(flag), `kvfence ${command} --help offers --${flag}`);
     }
@@ -64,20 +47,15 @@ test('no kvfence command offers a mutant flag', () => {
   assert.match(r.stderr, /unknown option '--mutants'/);
 });
 
-test('production modules neither import test/mutants nor read the mutants outside the hook points', () => {
-  const files = sourceFiles(SRC);
+test('production modules have no fault switch: no test import, no mutant option, no test variable', () => {
+  const files = sourceFiles(SRC).filter((file) => !file.endsWith('.test.ts'));
   assert.ok(files.length > 50, `found the sources under ${SRC}`);
   for (const file of files) {
     const name = relative(SRC, file).split('\\').join('/');
     const text = readFileSync(file, 'utf8');
-    assert.doesNotMatch(text, /from '[^']*test\/mutants/, `${name} imports test/mutants`);
-    assert.doesNotMatch(text, /KVFENCE_[A-Z_]*MUTA/, `${name} names a mutant environment variable`);
-    const mentions = /\bmutants\b/.test(text) || MUTANT_OPTIONS.some((o) => text.includes(o));
-    if (HOOK_FILES.has(name)) {
-      if (!name.endsWith('.test.ts'))
-        assert.match(text, /mutation self-test hook: see test\/mutants\//, `${name} marks its hook`);
-    } else assert.ok(!mentions, `${name} mentions the mutants but is not a hook point`);
+    assert.doesNotMatch(text, /from '[^']*\/test\//, `${name} imports from test/`);
+    assert.doesNotMatch(text, /KVFENCE_TEST_|KVFENCE_[A-Z_]*MUTA/, `${name} reads a test-only environment variable`);
+    assert.doesNotMatch(text, /\bmutants\??\s*:|[A-Za-z]Mutants\b/, `${name} has a mutants option or type`);
+    for (const fault of FAULT_NAMES) assert.ok(!text.includes(fault), `${name} names the seeded fault ${fault}`);
   }
-  // the CLI builds every production server and worker; it never mentions them (checked above), so none has a mutant
-  assert.ok(![...HOOK_FILES].some((name) => name.startsWith('cli/')));
 });

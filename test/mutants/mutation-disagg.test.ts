@@ -8,9 +8,10 @@
 import { describe, it } from 'node:test';
 import type { FindingKind } from '../../src/audit/findings.js';
 import { auditCase, caseTitle, type MutantCase } from './mutant-case.js';
-import { type ClusterMutants, DIGEST_UNCHECKED, startMutantCluster } from './mutant-cluster.js';
+import { DIGEST_UNCHECKED, startMutantCluster } from './mutant-cluster.js';
+import type { ClusterFaults } from './seeded-faults.js';
 
-type Case = MutantCase<ClusterMutants>;
+type Case = MutantCase<ClusterFaults>;
 
 /** Findings that mean wrong content was served (as opposed to an honest error). */
 const WRONG_CONTENT: readonly FindingKind[] = [
@@ -29,7 +30,7 @@ const CASES: readonly Case[] = [
   },
   {
     name: '(d)’s fault alone (digest check on): the mixed-up transfers fail with an error, never wrong content',
-    mutants: { prefill: DIGEST_UNCHECKED.prefill! },
+    mutants: { sharedStaging: true },
     caughtBy: ['storm_wrong_status', 'interruption_wrong_status'],
     never: WRONG_CONTENT,
   },

@@ -8,7 +8,8 @@
  */
 import { describe, it } from 'node:test';
 import { auditCase, caseTitle, type MutantCase } from './mutant-case.js';
-import { MUTANTS, type MutantServerSettings, type Mutants, startMutantServer } from './mutant-server.js';
+import { MUTANTS, type MutantServerSettings, startMutantServer } from './mutant-server.js';
+import type { SeededFaults } from './seeded-faults.js';
 
 /** Admission waits end after 250 ms with 2 running: storms meet queue timeouts (what mutant (e) turns into 200s). */
 const TIGHT_QUEUE: Partial<MutantServerSettings> = { runningMax: 2, queueTimeoutMs: 250 };
@@ -19,7 +20,7 @@ const TIGHT_QUEUE: Partial<MutantServerSettings> = { runningMax: 2, queueTimeout
  */
 const SMALL_CACHE: Partial<MutantServerSettings> = { prefixCachePages: 16 };
 
-interface Case extends MutantCase<Mutants> {
+interface Case extends MutantCase<SeededFaults> {
   settings?: Partial<MutantServerSettings>;
 }
 
@@ -41,7 +42,7 @@ const CASES: readonly Case[] = [
   },
   {
     name: '(c) fault alone (epoch checked)',
-    mutants: { prefixCache: MUTANTS.stale_epoch.prefixCache! },
+    mutants: { staleIndex: true },
     settings: SMALL_CACHE,
     caughtBy: ['storm_wrong_status', 'interruption_wrong_status'],
     never: ['noninterference', 'storm_wrong_answer', 'interruption_wrong_answer'],

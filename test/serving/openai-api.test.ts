@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
-import type { RunningServer } from '../../src/cli/serve-command.js';
+import type { RunningServer } from '../../src/launch/colocated-server.js';
 import {
   assertPoolWhole,
   clientFor,

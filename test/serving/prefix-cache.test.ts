@@ -1,11 +1,8 @@
 // The tenant-scoped prefix cache over HTTP (I9, I7): answers identical to a server without one, reuse only within a
 // tenant, cached pages reported in /metrics; and `serve --disaggregated` refuses the flag rather than ignore it.
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import type { RunningServer } from '../../src/cli/serve-command.js';
-import { runCli } from '../helpers/cli.js';
-import { tempDirectory } from '../helpers/temp.js';
+import type { RunningServer } from '../../src/launch/colocated-server.js';
 import { type Answer, complete, tokens } from './isolation-suite.js';
 import { startTestServer, writeKeyFile } from './serve-helpers.js';
 
@@ -55,19 +52,4 @@ test('every answer equals the server without a cache, alone and mixed; reuse sta
   const { free, active } = cached.worker.pool.checkConservation();
   assert.equal(active, cache.pageCount, 'idle: only cached pages are held');
   assert.equal(free + active, cached.worker.pool.pageCount);
-});
-
-test('serve --disaggregated --prefix-cache-pages is refused, not ignored', () => {
-  const r = runCli([
-    'serve',
-    '--disaggregated',
-    '--prefix-cache-pages',
-    '4',
-    '--port',
-    '0',
-    '--incidents-db',
-    join(tempDirectory('kvfence-prefix-cli-'), 'i.sqlite'),
-  ]);
-  assert.equal(r.status, 1);
-  assert.match(r.stderr, /--prefix-cache-pages is not supported with --disaggregated/);
 });

@@ -2,8 +2,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { type RunningServer, SERVE_DEFAULTS, type ServeConfig, startServer } from '../../src/cli/serve-command.js';
 import { hashApiKey } from '../../src/gateway/tenants.js';
+import { type RunningServer, startServer } from '../../src/launch/colocated-server.js';
+import { SERVE_DEFAULTS, type ServeConfig } from '../../src/launch/serve-config.js';
 import type { TestModelOptions } from '../../src/model/test-model.js';
 import { testModelFile } from '../helpers/models.js';
 import { tempDirectory } from '../helpers/temp.js';

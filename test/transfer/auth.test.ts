@@ -6,13 +6,13 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
 import { before, test } from 'node:test';
-import { withByteFaults } from '../../src/transfer/fault-injection.js';
 import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
 import { TransferError } from '../../src/transfer/transfer-error.js';
 import { systemClock } from '../../src/util/clock.js';
 import type { ByteStream } from '../../src/wire/byte-stream.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import type { TransportOptions } from '../../src/wire/transport.js';
+import { withByteFaults } from '../helpers/fault-injection.js';
 import { expectTransfer, makeWorld, PAGE_SIZE_TOKENS, SECRET, startTransfer, type World } from './harness.js';
 
 let checksum: PageChecksum;

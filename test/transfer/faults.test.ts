@@ -5,18 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
-import {
-  type ByteFaultPlan,
-  FaultyFrameChannel,
-  type FrameFault,
-  withByteFaults,
-} from '../../src/transfer/fault-injection.js';
 import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
 import { TransferError, type TransferFailureReason } from '../../src/transfer/transfer-error.js';
 import { systemClock } from '../../src/util/clock.js';
 import { MemoryNetwork, MemoryTransport } from '../../src/wire/memory-transport.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import type { TransferTransport, TransportOptions } from '../../src/wire/transport.js';
+import { type ByteFaultPlan, FaultyFrameChannel, type FrameFault, withByteFaults } from '../helpers/fault-injection.js';
 import { makeWorld, SECRET, startTransfer } from './harness.js';
 
 const IDLE_MS = 300;

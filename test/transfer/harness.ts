@@ -11,7 +11,7 @@ import type { TransferOutcome } from '../../src/transfer/receive-session.js';
 import {
   type TransferHandle,
   TransferReceiver,
-  type TransferReceiverMutants,
+  type TransferReceiverOptions,
 } from '../../src/transfer/transfer-receiver.js';
 import { type SendResult, TransferSender } from '../../src/transfer/transfer-sender.js';
 import type { FirstToken } from '../../src/transfer/wire-format.js';
@@ -165,14 +165,17 @@ export async function makeWorld(
     idleTimeoutMs?: number;
     clock?: Clock;
     address?: string;
-    mutants?: TransferReceiverMutants;
+    /** the receiver class (the mutation self-test's has a check removed) */
+    Receiver?: new (
+      options: TransferReceiverOptions,
+    ) => TransferReceiver;
   } = {},
 ): Promise<World> {
-  const receiver = new TransferReceiver({
+  const Receiver = options.Receiver ?? TransferReceiver;
+  const receiver = new Receiver({
     checksum,
     clock: options.clock ?? systemClock,
     idleTimeoutMs: options.idleTimeoutMs ?? 2_000,
-    ...(options.mutants !== undefined ? { mutants: options.mutants } : {}),
   });
   const pool = new TestPool(options.pageCount ?? 64, options.pageBytes ?? 4096);
   const listener = await transport.listen(options.address ?? 'decode-0', (channel) => receiver.accept(channel));

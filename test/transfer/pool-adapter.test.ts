@@ -4,7 +4,6 @@ import { before, test } from 'node:test';
 import { makeKvLayout } from '../../src/kv/kv-layout.js';
 import { PagePool } from '../../src/kv/page-pool.js';
 import { newPageTable } from '../../src/kv/page-table.js';
-import { FaultyFrameChannel } from '../../src/transfer/fault-injection.js';
 import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-checksum.js';
 import { reserveTransferSink, tableTransferSource } from '../../src/transfer/pool-adapter.js';
 import { TransferError } from '../../src/transfer/transfer-error.js';
@@ -12,6 +11,7 @@ import { TransferReceiver } from '../../src/transfer/transfer-receiver.js';
 import { TransferSender } from '../../src/transfer/transfer-sender.js';
 import { systemClock } from '../../src/util/clock.js';
 import { MemoryNetwork, MemoryTransport } from '../../src/wire/memory-transport.js';
+import { FaultyFrameChannel } from '../helpers/fault-injection.js';
 import { FIRST_TOKEN, SECRET } from './harness.js';
 
 const layout = makeKvLayout(2, 8, 4);

@@ -4,6 +4,7 @@
  * wire (a staging-buffer mix-up in the sender: another request's KV, sent with a correct hop checksum) passes every
  * per-page check and fails the transfer at COMMIT with digest_mismatch; the reservation is scrubbed and released.
  */
+
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { KvPageSource } from '../../src/transfer/kv-page-port.js';
@@ -11,6 +12,7 @@ import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-c
 import { TransferError } from '../../src/transfer/transfer-error.js';
 import { systemClock } from '../../src/util/clock.js';
 import { MemoryNetwork, MemoryTransport } from '../../src/wire/memory-transport.js';
+import { DigestUncheckedReceiver } from '../mutants/seeded-faults.js';
 import { makeWorld, randomSource, SECRET, startTransfer, type World } from './harness.js';
 
 const TOKENS = 22; // 6 pages of 4 tokens
@@ -31,8 +33,8 @@ before(async () => {
       highWaterBytes: 1 << 20,
     });
   world = await makeWorld(transport(), checksum, { pageBytes: 1024 });
-  // mutation self-test hook (test/mutants/): the receiver that skips the digest comparison
-  mutantWorld = await makeWorld(transport(), checksum, { pageBytes: 1024, mutants: { digestUnchecked: true } });
+  // the mutation self-test's receiver (test/mutants/seeded-faults.ts): it skips the digest comparison
+  mutantWorld = await makeWorld(transport(), checksum, { pageBytes: 1024, Receiver: DigestUncheckedReceiver });
 });
 
 after(async () => {

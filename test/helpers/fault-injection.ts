@@ -5,10 +5,11 @@
  *
  * Frames are counted from 0 on the wrapped channel: 0 = HELLO, 1..n = PAGE, n+1 = COMMIT.
  */
-import type { ByteStream, ByteStreamHandlers } from '../wire/byte-stream.js';
-import type { FrameChannel, FrameChannelHandlers } from '../wire/frame-channel.js';
-import type { TransferBinding } from './ticket.js';
-import { decodeFrame, encodeFrame } from './wire-format.js';
+
+import type { TransferBinding } from '../../src/transfer/ticket.js';
+import { decodeFrame, encodeFrame } from '../../src/transfer/wire-format.js';
+import type { ByteStream, ByteStreamHandlers } from '../../src/wire/byte-stream.js';
+import type { FrameChannel, FrameChannelHandlers } from '../../src/wire/frame-channel.js';
 
 export type FrameFault =
   | { readonly kind: 'drop' | 'duplicate' | 'reorder' | 'stall' | 'close'; readonly frame: number }

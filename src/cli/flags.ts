@@ -1,0 +1,349 @@
+/**
+ * Every serving flag, declared once: which commands take it, its help, parser and default. `kvfence serve`, `gateway`,
+ * `prefill` and `decode` are built from this table, and each command's parsed flags become a typed config in one
+ * function below; adding a flag is one row here and one field where it lands.
+ */
+import type { Command } from 'commander';
+import type { WorkerRole } from '../cluster/control-protocol.js';
+import { LOG_LEVELS, type LogLevel, WORKER_DEFAULTS, type WorkerConfig } from '../cluster/worker-config.js';
+import { BACKEND_PREFERENCES, type BackendPreference } from '../compute/select-backend.js';
+import { GATEWAY_DEFAULTS } from '../launch/gateway-server.js';
+import { defaultIncidentsPath, SERVE_DEFAULTS, type ServeConfig } from '../launch/serve-config.js';
+import { KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
+import { parseChoice, parseInteger } from './options.js';
+
+export type ServingCommand = 'serve' | 'gateway' | 'prefill' | 'decode';
+
+interface Flag {
+  flags: string;
+  help: string;
+  on: readonly ServingCommand[];
+  parse?: (value: string) => unknown;
+  default?: unknown;
+}
+
+const ALL: readonly ServingCommand[] = ['serve', 'gateway', 'prefill', 'decode'];
+const ENGINE: readonly ServingCommand[] = ['serve', 'prefill', 'decode'];
+const HTTP: readonly ServingCommand[] = ['serve', 'gateway'];
+const WORKER: readonly ServingCommand[] = ['prefill', 'decode'];
+const int = (min: number, max: number) => parseInteger(min, max);
+
+const FLAGS: readonly Flag[] = [
+  { flags: '--model <file>', help: 'GGUF model file (default: the embedded generated model)', on: ALL },
+  { flags: '--served-model-name <id>', help: "the model id clients send (default: the file's general.name)", on: ALL },
+  {
+    flags: '--backend <name>',
+    help: 'compute backend: auto, native or reference',
+    on: ENGINE,
+    parse: parseChoice(BACKEND_PREFERENCES),
+    default: 'auto',
+  },
+  { flags: '--host <host>', help: 'address to listen on', on: HTTP, default: SERVE_DEFAULTS.host },
+  {
+    flags: '--port <n>',
+    help: 'port (0: pick a free one)',
+    on: HTTP,
+    parse: int(0, 65535),
+    default: SERVE_DEFAULTS.port,
+  },
+  {
+    flags: '--api-keys <file>',
+    help: 'key file of tenants, key hashes and limits (see `kvfence keys`; SIGHUP re-reads it); without it: dev mode',
+    on: HTTP,
+  },
+  {
+    flags: '--cluster-secret-file <file>',
+    help: 'file holding the cluster secret (else $KVFENCE_CLUSTER_SECRET)',
+    on: ['gateway', 'prefill', 'decode'],
+  },
+  { flags: '--kv-pages <n>', help: 'KV pool size in pages', on: ENGINE, parse: int(1, LIMITS.kvPagesMax) },
+  {
+    flags: '--kv-memory <size>',
+    help: `KV pool size in bytes, e.g. 512MiB (default ${SERVE_DEFAULTS.kvMemory}; --kv-pages wins)`,
+    on: ENGINE,
+  },
+  {
+    flags: '--page-size <tokens>',
+    help: 'tokens per KV page (the same on every node)',
+    on: ENGINE,
+    parse: int(1, LIMITS.pageSizeTokensMax),
+    default: SERVE_DEFAULTS.pageSize,
+  },
+  {
+    flags: '--max-context <tokens>',
+    help: 'advertise at most this context (default: what is proven)',
+    on: ALL,
+    parse: int(2, LIMITS.contextTokensMax),
+  },
+  {
+    flags: '--clamp-context',
+    help: 'advertise the context that fits the pool and every tenant quota instead of refusing to start',
+    on: ALL,
+  },
+  {
+    flags: '--max-running <n>',
+    help: 'sequences in the running batch at most',
+    on: ENGINE,
+    parse: int(1, LIMITS.runningSequencesMax),
+    default: SERVE_DEFAULTS.runningMax,
+  },
+  {
+    flags: '--max-waiting <n>',
+    help: 'requests waiting for admission at most (more: 503)',
+    on: ENGINE,
+    parse: int(0, LIMITS.waitingRequestsMax),
+    default: SERVE_DEFAULTS.waitingMax,
+  },
+  {
+    flags: '--queue-timeout-ms <ms>',
+    help: "longest wait for KV pages, the pool's or the tenant quota's (then 503)",
+    on: ALL,
+    parse: int(1, LIMITS.queueTimeoutMsMax),
+    default: SERVE_DEFAULTS.queueTimeoutMs,
+  },
+  {
+    flags: '--prefill-chunk <tokens>',
+    help: 'prompt tokens of one sequence per step at most',
+    on: ENGINE,
+    parse: int(1, LIMITS.stepTokensMax),
+    default: SERVE_DEFAULTS.prefillChunk,
+  },
+  {
+    flags: '--step-tokens <tokens>',
+    help: 'tokens of all sequences per step at most (≥ --max-running)',
+    on: ENGINE,
+    parse: int(1, LIMITS.stepTokensMax),
+    default: SERVE_DEFAULTS.stepTokens,
+  },
+  {
+    flags: '--tenant-max-concurrent <n>',
+    help: 'default per-tenant requests in flight, cluster-wide (more: 429)',
+    on: HTTP,
+    parse: int(1, LIMITS.tenantConcurrentRequestsMax),
+    default: SERVE_DEFAULTS.tenantConcurrentMax,
+  },
+  {
+    flags: '--tenant-kv-pages <n>',
+    help: 'default per-tenant KV page quota (default: none beyond the pools)',
+    on: HTTP,
+    parse: int(1, LIMITS.kvPagesMax),
+  },
+  {
+    flags: '--prefix-cache-pages <n>',
+    help: "pages of prompt KV each tenant's prefix cache may hold (on prefill workers when disaggregated); a tenant reuses only its own (default 0: off)",
+    on: ['serve', 'prefill'],
+    parse: int(0, LIMITS.kvPagesMax),
+  },
+  {
+    flags: '--incidents-db <path>',
+    help: 'SQLite file of isolation incidents (default: $XDG_STATE_HOME/kvfence/incidents.sqlite)',
+    on: ENGINE,
+  },
+  {
+    flags: '--request-timeout-ms <ms>',
+    help: 'longest a request may take in all',
+    on: HTTP,
+    parse: int(1, LIMITS.queueTimeoutMsMax),
+    default: SERVE_DEFAULTS.requestTimeoutMs,
+  },
+  {
+    flags: '--log-level <level>',
+    help: 'debug, info, warn, error or silent',
+    on: ALL,
+    parse: parseChoice(LOG_LEVELS),
+    default: 'info',
+  },
+  {
+    flags: '--disaggregated',
+    help: 'run prefill and decode as separate supervised worker processes on loopback',
+    on: ['serve'],
+  },
+  {
+    flags: '--prefill <n>',
+    help: 'with --disaggregated: prefill workers',
+    on: ['serve'],
+    parse: int(1, LIMITS.workerCountMax),
+    default: 1,
+  },
+  {
+    flags: '--decode <n>',
+    help: 'with --disaggregated: decode workers',
+    on: ['serve'],
+    parse: int(1, LIMITS.workerCountMax),
+    default: 1,
+  },
+  {
+    flags: '--prefill <addresses>',
+    help: 'control addresses of the prefill workers, host:port, comma-separated',
+    on: ['gateway'],
+  },
+  {
+    flags: '--decode <addresses>',
+    help: 'control addresses of the decode workers, host:port, comma-separated',
+    on: ['gateway'],
+  },
+  {
+    flags: '--connect-timeout-ms <ms>',
+    help: 'longest wait for every worker at startup',
+    on: ['gateway'],
+    parse: int(1, LIMITS.queueTimeoutMsMax),
+    default: GATEWAY_DEFAULTS.connectTimeoutMs,
+  },
+  { flags: '--name <name>', help: "this worker's name in logs and metrics (default: its role)", on: WORKER },
+  { flags: '--control-listen <host:port>', help: 'control address the gateway connects to', on: WORKER },
+  {
+    flags: '--transfer-listen <host:port>',
+    help: `KV transfer address (default ${WORKER_DEFAULTS.decodeTransfer})`,
+    on: ['decode'],
+  },
+  {
+    flags: '--transfer-advertise <host:port>',
+    help: 'the transfer address prefill workers are told (default: --transfer-listen)',
+    on: ['decode'],
+  },
+  {
+    flags: '--transfer-timeout-ms <ms>',
+    help: 'a KV transfer must commit within this',
+    on: WORKER,
+    parse: int(1, LIMITS.transferTimeoutMsMax),
+    default: WORKER_DEFAULTS.transferTimeoutMs,
+  },
+  {
+    flags: '--idle-timeout-ms <ms>',
+    help: 'longest silence on a transfer or a stalled control connection',
+    on: WORKER,
+    parse: int(1, LIMITS.transferTimeoutMsMax),
+    default: WORKER_DEFAULTS.idleTimeoutMs,
+  },
+];
+
+/** Adds the table's flags of `name` to a command. */
+export function addFlags(command: Command, name: ServingCommand): Command {
+  for (const f of FLAGS) {
+    if (!f.on.includes(name)) continue;
+    const required = name === 'gateway' && (f.flags.startsWith('--prefill ') || f.flags.startsWith('--decode '));
+    if (required) command.requiredOption(f.flags, f.help);
+    else if (f.parse !== undefined) command.option(f.flags, f.help, f.parse, f.default);
+    else if (f.default !== undefined) command.option(f.flags, f.help, f.default as string);
+    else command.option(f.flags, f.help);
+  }
+  return command;
+}
+
+/** What commander parses from the table (each command sees its own subset; every field typed once). */
+export interface ParsedFlags {
+  model?: string;
+  servedModelName?: string;
+  backend: BackendPreference;
+  host: string;
+  port: number;
+  apiKeys?: string;
+  clusterSecretFile?: string;
+  kvPages?: number;
+  kvMemory?: string;
+  pageSize: number;
+  maxContext?: number;
+  clampContext?: boolean;
+  maxRunning: number;
+  maxWaiting: number;
+  queueTimeoutMs: number;
+  prefillChunk: number;
+  stepTokens: number;
+  tenantMaxConcurrent: number;
+  tenantKvPages?: number;
+  prefixCachePages?: number;
+  incidentsDb?: string;
+  requestTimeoutMs: number;
+  logLevel: LogLevel;
+  disaggregated?: boolean;
+  prefill: number | string;
+  decode: number | string;
+  connectTimeoutMs: number;
+  name?: string;
+  controlListen?: string;
+  transferListen?: string;
+  transferAdvertise?: string;
+  transferTimeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+export function serveConfigOf(o: ParsedFlags): ServeConfig {
+  return {
+    ...(o.model !== undefined ? { modelPath: o.model } : {}),
+    ...(o.servedModelName !== undefined ? { modelName: o.servedModelName } : {}),
+    host: o.host,
+    port: o.port,
+    backend: o.backend,
+    ...(o.apiKeys !== undefined ? { apiKeysPath: o.apiKeys } : {}),
+    ...(o.kvPages !== undefined ? { kvPages: o.kvPages } : {}),
+    ...(o.kvMemory !== undefined ? { kvMemory: o.kvMemory } : {}),
+    pageSize: o.pageSize,
+    ...(o.maxContext !== undefined ? { contextCap: o.maxContext } : {}),
+    clampContext: o.clampContext === true,
+    runningMax: o.maxRunning,
+    waitingMax: o.maxWaiting,
+    queueTimeoutMs: o.queueTimeoutMs,
+    prefillChunk: o.prefillChunk,
+    stepTokens: o.stepTokens,
+    tenantConcurrentMax: o.tenantMaxConcurrent,
+    ...(o.tenantKvPages !== undefined ? { tenantKvPages: o.tenantKvPages } : {}),
+    ...(o.prefixCachePages !== undefined ? { prefixCachePages: o.prefixCachePages } : {}),
+    incidentsDb: o.incidentsDb ?? defaultIncidentsPath(),
+    requestTimeoutMs: o.requestTimeoutMs,
+    logLevel: o.logLevel,
+  };
+}
+
+/** A worker's config from its flags; `modelPath`, `modelName` and `pageCount` are resolved by the caller. */
+export function workerConfigOf(
+  role: WorkerRole,
+  o: ParsedFlags,
+  resolved: { modelPath: string; modelName: string; pageCount: number },
+): WorkerConfig {
+  return {
+    role,
+    name: o.name ?? role,
+    modelPath: resolved.modelPath,
+    modelName: resolved.modelName,
+    backend: o.backend,
+    settings: {
+      pageSize: o.pageSize,
+      pageCount: resolved.pageCount,
+      ...(o.maxContext !== undefined ? { contextCap: o.maxContext } : {}),
+      clampContext: o.clampContext === true,
+      runningMax: o.maxRunning,
+      waitingMax: o.maxWaiting,
+      queueTimeoutMs: o.queueTimeoutMs,
+      prefillChunkTokens: o.prefillChunk,
+      stepTokenBudget: o.stepTokens,
+      prefixCachePages: o.prefixCachePages ?? 0,
+    },
+    controlListen:
+      o.controlListen ?? (role === 'prefill' ? WORKER_DEFAULTS.prefillControl : WORKER_DEFAULTS.decodeControl),
+    ...(role === 'decode' ? { transferListen: o.transferListen ?? WORKER_DEFAULTS.decodeTransfer } : {}),
+    ...(o.transferAdvertise !== undefined ? { transferAdvertise: o.transferAdvertise } : {}),
+    transferTimeoutMs: o.transferTimeoutMs,
+    idleTimeoutMs: o.idleTimeoutMs,
+    handshakeTimeoutMs: WORKER_DEFAULTS.handshakeTimeoutMs,
+    incidentsDb: o.incidentsDb ?? defaultIncidentsPath(),
+    logLevel: o.logLevel,
+  };
+}
+
+/** `--prefill a:1,b:2` → addresses, each host:port. */
+export function addressList(flag: string, text: string): string[] {
+  const list = text
+    .split(',')
+    .map((a) => a.trim())
+    .filter((a) => a !== '');
+  if (list.length === 0 || list.length > LIMITS.workerCountMax)
+    throw new KvfenceError(
+      'invalid_argument',
+      `${flag} takes 1 to ${LIMITS.workerCountMax} host:port addresses, comma-separated`,
+    );
+  for (const a of list) {
+    if (!/^[^\s]+:\d{1,5}$/.test(a)) throw new KvfenceError('invalid_argument', `${flag}: "${a}" is not host:port`);
+  }
+  return list;
+}

@@ -1,0 +1,104 @@
+/**
+ * An Engine's continuous batch at work: its step loop, and each request's sink. What the colocated worker and a
+ * decode worker share: requests come in (`submit`, or `adopt` once a transfer committed), events go out — tokens and
+ * the one ending to the request's sink, isolation incidents to `onIncident` before the failure reaches the sink, bugs
+ * to the log. A sink that throws (a broken socket) cancels its own request only.
+ */
+import { errorMessage, type KvfenceError } from '../util/errors.js';
+import type { LogSink } from '../util/log.js';
+import type { Engine, TransferredSequence } from './engine.js';
+import type { GenerationSink } from './inference-worker.js';
+import type { EngineEvent, GenerationRequest, IsolationIncident } from './request.js';
+import { StepLoop } from './step-loop.js';
+
+export interface BatchRunnerOptions {
+  engine: Engine;
+  /** durable first: the incident is recorded when this returns */
+  onIncident: (incident: IsolationIncident) => void;
+  log: LogSink;
+  now: () => number;
+}
+
+export class BatchRunner {
+  readonly engine: Engine;
+  private readonly sinks = new Map<string, GenerationSink>();
+  private readonly loop: StepLoop<EngineEvent>;
+  private closed = false;
+
+  constructor(private readonly options: BatchRunnerOptions) {
+    this.engine = options.engine;
+    this.loop = new StepLoop(this.engine, (events) => this.deliver(events), options.now);
+  }
+
+  /** Queues a request (see Engine.submit: throws with nothing reserved). */
+  submit(request: GenerationRequest, sink: GenerationSink): void {
+    this.engine.submit(request, this.options.now());
+    this.sinks.set(request.id, sink);
+    this.loop.kick();
+  }
+
+  /** A request whose prompt KV arrived by a verified transfer joins the batch (see Engine.adoptTransferred). */
+  adopt(adoption: TransferredSequence, sink: GenerationSink): void {
+    this.engine.adoptTransferred(adoption, this.options.now());
+    this.sinks.set(adoption.request.id, sink);
+    this.loop.kick();
+  }
+
+  /** Its pages are scrubbed and free before this returns; its sink hears nothing more. */
+  cancel(requestId: string): void {
+    this.sinks.delete(requestId);
+    this.engine.cancel(requestId);
+  }
+
+  pause(): void {
+    this.loop.pause();
+  }
+
+  resume(): void {
+    this.loop.resume();
+  }
+
+  /** Fails everything in flight with `error` (each sink hears its ending) and stops stepping. */
+  close(error: KvfenceError): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.loop.stop();
+    this.deliver(this.engine.abortAll(error));
+  }
+
+  private deliver(events: readonly EngineEvent[]): void {
+    for (const event of events) {
+      switch (event.kind) {
+        case 'incident':
+          this.options.onIncident(event.incident);
+          break;
+        case 'bug':
+          this.options.log.error({ err: event.error }, 'internal error in a model step; its requests failed');
+          break;
+        case 'token': {
+          const sink = this.sinks.get(event.request);
+          if (sink !== undefined) this.call(event.request, () => sink.onToken(event.token));
+          break;
+        }
+        case 'end': {
+          const sink = this.sinks.get(event.request);
+          this.sinks.delete(event.request);
+          if (sink !== undefined) this.call(event.request, () => sink.onEnd(event.end));
+          break;
+        }
+      }
+    }
+  }
+
+  private call(requestId: string, deliver: () => void): void {
+    try {
+      deliver();
+    } catch (error) {
+      this.options.log.warn(
+        { request: requestId, err: errorMessage(error) },
+        'delivering to a request failed; cancelling it',
+      );
+      this.cancel(requestId);
+    }
+  }
+}

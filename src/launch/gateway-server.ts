@@ -1,0 +1,101 @@
+/**
+ * `kvfence gateway`: the HTTP gateway of a disaggregated deployment (DESIGN §1). It loads the model only for its
+ * tokenizer and chat template, connects to every prefill and decode worker over the authenticated control channel,
+ * waits for their hellos (same model, same page size), advertises the smallest context they proved (within every
+ * tenant's quota), and serves the same OpenAI API as `kvfence serve` through a RemoteDispatcher.
+ */
+import { pino } from 'pino';
+import { RemoteDispatcher } from '../cluster/remote-dispatcher.js';
+import type { LogLevel } from '../cluster/worker-config.js';
+import { servedModel } from '../gateway/served-model.js';
+import type { Gateway } from '../gateway/server.js';
+import type { TenantDirectory } from '../gateway/tenants.js';
+import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
+import { type LoadedModel, loadModel } from '../model/load-model.js';
+import { systemClock } from '../util/clock.js';
+import { TcpTransport } from '../wire/tcp-transport.js';
+import { type GatewayParts, type GatewaySettings, openGateway } from './open-gateway.js';
+
+export const GATEWAY_DEFAULTS = {
+  host: '127.0.0.1',
+  port: 8000,
+  requestTimeoutMs: 600_000,
+  connectTimeoutMs: 60_000,
+  idleTimeoutMs: 10_000,
+  handshakeTimeoutMs: 5_000,
+  reconnectDelayMs: 250,
+  statsTimeoutMs: 2_000,
+  graceMs: 2_000,
+} as const;
+
+export interface GatewayConfig extends GatewaySettings {
+  modelPath?: string;
+  modelName?: string;
+  /** control addresses (host:port) of the workers */
+  prefill: readonly string[];
+  decode: readonly string[];
+  secret: Uint8Array;
+  contextCap?: number;
+  /** how long startup waits for every worker's hello */
+  connectTimeoutMs: number;
+  logLevel: LogLevel;
+}
+
+export interface RunningGateway {
+  url: string;
+  gateway: Gateway;
+  dispatcher: RemoteDispatcher;
+  tenants: TenantDirectory;
+  devMode: boolean;
+  reloadKeys(): string;
+  close(): Promise<void>;
+}
+
+export async function startGateway(
+  config: GatewayConfig,
+  announce: (line: string) => void = () => {},
+  parts: GatewayParts & { model?: LoadedModel } = {},
+): Promise<RunningGateway> {
+  const model = parts.model ?? loadModel(config.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL));
+  const c = model.config;
+  const logger = pino({ level: config.logLevel });
+  const served = servedModel(model, config.modelName ?? c.name);
+  const dispatcher = new RemoteDispatcher({
+    prefill: config.prefill,
+    decode: config.decode,
+    transport: new TcpTransport({
+      secret: config.secret,
+      handshakeTimeoutMs: GATEWAY_DEFAULTS.handshakeTimeoutMs,
+      clock: systemClock,
+    }),
+    model: { modelName: served.id, vocabSize: c.vocabSize, layerCount: c.layerCount, kvDim: c.kvHeadCount * c.headDim },
+    ...(config.contextCap !== undefined ? { contextCap: config.contextCap } : {}),
+    idleTimeoutMs: GATEWAY_DEFAULTS.idleTimeoutMs,
+    reconnectDelayMs: GATEWAY_DEFAULTS.reconnectDelayMs,
+    statsTimeoutMs: GATEWAY_DEFAULTS.statsTimeoutMs,
+    graceMs: GATEWAY_DEFAULTS.graceMs,
+    log: logger,
+  });
+  let open: Awaited<ReturnType<typeof openGateway>>;
+  try {
+    await dispatcher.start(config.connectTimeoutMs);
+    open = await openGateway(dispatcher, served, config, logger, announce, parts);
+  } catch (error) {
+    await dispatcher.close();
+    throw error;
+  }
+  announce(`kvfence: gateway over ${config.prefill.length} prefill and ${config.decode.length} decode workers`);
+  announce(`kvfence: serving model "${served.id}" (context ${open.context}) on ${open.url}`);
+  return {
+    url: open.url,
+    gateway: open.gateway,
+    dispatcher,
+    tenants: open.tenants,
+    devMode: open.tenants.devMode,
+    reloadKeys: () => open.reloadKeys(),
+    async close() {
+      await dispatcher.close();
+      await open.close();
+    },
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * `kvfence serve`'s settings, resolved once (flags, defaults) and shared by both deployments: a colocated server uses
+ * them whole; `serve --disaggregated` splits them into the gateway's and each worker's (cluster-server.ts).
+ */
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { LogLevel } from '../cluster/worker-config.js';
+import type { BackendPreference } from '../compute/select-backend.js';
+import type { WorkerSettings } from '../engine/worker-kv.js';
+import { pageCountForMemory, parseByteSize } from '../kv/capacity.js';
+import { makeKvLayout } from '../kv/kv-layout.js';
+import type { LoadedModel } from '../model/load-model.js';
+
+export interface ServeConfig {
+  /** GGUF file; undefined: the embedded generated model */
+  modelPath?: string;
+  /** the id clients send as `model` (default: the file's general.name) */
+  modelName?: string;
+  host: string;
+  port: number;
+  /** compute backend: auto (native when it loads, else the reference with a warning), native or reference */
+  backend?: BackendPreference;
+  apiKeysPath?: string;
+  kvPages?: number;
+  kvMemory?: string;
+  pageSize: number;
+  contextCap?: number;
+  clampContext: boolean;
+  runningMax: number;
+  waitingMax: number;
+  queueTimeoutMs: number;
+  prefillChunk: number;
+  stepTokens: number;
+  /** default per-tenant requests in flight, cluster-wide */
+  tenantConcurrentMax: number;
+  /** default per-tenant page quota; undefined: none beyond the pools */
+  tenantKvPages?: number;
+  /** pages each tenant's prefix cache may hold; undefined or 0: no prefix cache */
+  prefixCachePages?: number;
+  incidentsDb: string;
+  requestTimeoutMs: number;
+  logLevel: LogLevel;
+  /** the clock of queue deadlines (default Date.now; tests move time by hand) */
+  now?: () => number;
+}
+
+export const SERVE_DEFAULTS = {
+  host: '127.0.0.1',
+  port: 8000,
+  kvMemory: '1GiB',
+  pageSize: 16,
+  runningMax: 32,
+  waitingMax: 256,
+  queueTimeoutMs: 30_000,
+  prefillChunk: 512,
+  stepTokens: 2048,
+  tenantConcurrentMax: 64,
+  requestTimeoutMs: 600_000,
+} as const;
+
+/** Pages of the pool: `--kv-pages`, or what `--kv-memory` holds of this model's pages. */
+export function resolvePageCount(model: LoadedModel, pageSize: number, kvPages?: number, kvMemory?: string): number {
+  if (kvPages !== undefined) return kvPages;
+  const c = model.config;
+  const layout = makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, pageSize);
+  return pageCountForMemory(layout, parseByteSize(kvMemory ?? SERVE_DEFAULTS.kvMemory));
+}
+
+/** A worker's settings from the serve settings and its resolved page count. */
+export function workerSettingsOf(config: ServeConfig, pageCount: number): WorkerSettings {
+  return {
+    pageSize: config.pageSize,
+    pageCount,
+    ...(config.contextCap !== undefined ? { contextCap: config.contextCap } : {}),
+    clampContext: config.clampContext,
+    runningMax: config.runningMax,
+    waitingMax: config.waitingMax,
+    queueTimeoutMs: config.queueTimeoutMs,
+    prefillChunkTokens: config.prefillChunk,
+    stepTokenBudget: config.stepTokens,
+    prefixCachePages: config.prefixCachePages ?? 0,
+  };
+}
+
+export function defaultIncidentsPath(env: NodeJS.ProcessEnv = process.env): string {
+  const state = env['XDG_STATE_HOME'];
+  return join(
+    state !== undefined && state !== '' ? state : join(homedir(), '.local', 'state'),
+    'kvfence',
+    'incidents.sqlite',
+  );
+}

@@ -1,0 +1,42 @@
+/**
+ * The program a supervisor forks for each worker of `kvfence serve --disaggregated`: it waits (bounded) for its one
+ * start message over the IPC channel — the typed config and the cluster secret, never argv or the environment —
+ * starts the worker, reports its bound addresses, and exits when told to (SIGTERM) or when its supervisor is gone.
+ */
+import { parseWorkerStart } from '../cluster/worker-config.js';
+import { reportFailure } from './report-failure.js';
+import { startWorker, type WorkerDeps } from './start-worker.js';
+
+const START_TIMEOUT_MS = 30_000;
+
+/** Runs this process as a supervised worker; `deps` lets a test program inject faults (test/helpers/). */
+export function runSupervisedWorker(deps: WorkerDeps = {}): void {
+  const send = process.send?.bind(process);
+  if (send === undefined) {
+    process.stderr.write('kvfence: this program is started by a supervisor (kvfence serve --disaggregated)\n');
+    process.exit(2);
+  }
+  const timer = setTimeout(() => {
+    process.stderr.write(`kvfence: no start message within ${START_TIMEOUT_MS} ms\n`);
+    process.exit(1);
+  }, START_TIMEOUT_MS);
+  process.once('disconnect', () => process.exit(0));
+  process.once('message', (message: unknown) => {
+    clearTimeout(timer);
+    void (async () => {
+      try {
+        const start = parseWorkerStart(message);
+        const worker = await startWorker(start.config, new Uint8Array(Buffer.from(start.secretHex, 'hex')), {
+          ...deps,
+          announce: (line) => process.stdout.write(`${line}\n`),
+        });
+        process.once('SIGTERM', () => {
+          void worker.close().then(() => process.exit(0));
+        });
+        send({ kind: 'ready', control: worker.controlAddress, transfer: worker.transferAddress });
+      } catch (error) {
+        process.exit(reportFailure(error));
+      }
+    })();
+  });
+}

@@ -1,0 +1,191 @@
+/**
+ * The seeded isolation faults of the mutation self-test (README.md), as subclasses of the production components that
+ * override the one protected check or step each fault removes. Production code has no switch for any of them: a
+ * mutant exists only where a test builds one of these classes and hands it to a worker as one of its parts.
+ */
+import type { ForwardPass } from '../../src/compute/forward.js';
+import { Engine, type EngineOptions } from '../../src/engine/engine.js';
+import type { EngineConfig } from '../../src/engine/engine-config.js';
+import { ENGINE_PARTS, type EngineParts } from '../../src/engine/engine-parts.js';
+import type { EngineEvent } from '../../src/engine/request.js';
+import type { Sequence } from '../../src/engine/sequence.js';
+import { CompletionRun } from '../../src/gateway/completion-run.js';
+import type { KvLayout } from '../../src/kv/kv-layout.js';
+import type { PageOwner } from '../../src/kv/page-owner.js';
+import { PagePool } from '../../src/kv/page-pool.js';
+import type { PageTable } from '../../src/kv/page-table.js';
+import { type CachedPage, PrefixCache } from '../../src/kv/prefix-cache.js';
+import type { GatewayParts } from '../../src/launch/open-gateway.js';
+import { WORKER_PARTS, type WorkerParts } from '../../src/launch/start-worker.js';
+import { PrefillWorker } from '../../src/prefill/prefill-worker.js';
+import type { KvPageSink, KvPageSource } from '../../src/transfer/kv-page-port.js';
+import { ReceiveSession, type TransferOutcome } from '../../src/transfer/receive-session.js';
+import type { TransferTicket } from '../../src/transfer/ticket.js';
+import { TransferReceiver, type TransferReceiverOptions } from '../../src/transfer/transfer-receiver.js';
+import type { KvfenceError } from '../../src/util/errors.js';
+
+export interface PoolFaults {
+  /** (b): no owner, epoch or state check on reads and writes, no scrub on free */
+  ownershipUnchecked?: boolean;
+  /** (c): reads do not compare the table's epoch with the page's */
+  epochUnchecked?: boolean;
+}
+
+export class MutantPagePool extends PagePool {
+  constructor(
+    layout: KvLayout,
+    pageCount: number,
+    private readonly faults: PoolFaults,
+  ) {
+    super(layout, pageCount);
+  }
+
+  protected override checkPage(table: PageTable, i: number, tokens: number): void {
+    if (this.faults.ownershipUnchecked !== true) super.checkPage(table, i, tokens);
+  }
+
+  protected override checkWritable(page: number, owner: PageOwner, epoch: number): void {
+    if (this.faults.ownershipUnchecked !== true) super.checkWritable(page, owner, epoch);
+  }
+
+  protected override scrub(page: number): void {
+    if (this.faults.ownershipUnchecked !== true) super.scrub(page);
+  }
+
+  protected override checkUntouchedSinceFree(page: number): void {
+    if (this.faults.ownershipUnchecked !== true) super.checkUntouchedSinceFree(page);
+  }
+
+  protected override epochMatches(page: number, epoch: number): boolean {
+    return this.faults.epochUnchecked === true || super.epochMatches(page, epoch);
+  }
+}
+
+/** (c)'s fault: eviction frees an entry's page but leaves the entry in the index, where a later lookup finds it. */
+export class StaleIndexPrefixCache extends PrefixCache {
+  protected override unindex(_entry: CachedPage): void {}
+}
+
+export interface EngineFaults {
+  /** (b): a cancel frees the request's pages but leaves it in the batch, still writing through its old table */
+  cancelLeavesRunning?: boolean;
+  /** (e): a failed or aborted request ends as finished ('length') with what it generated so far */
+  abortAsSuccess?: boolean;
+}
+
+export class MutantEngine extends Engine {
+  constructor(
+    config: EngineConfig,
+    forward: ForwardPass,
+    options: EngineOptions,
+    private readonly faults: EngineFaults,
+  ) {
+    super(config, forward, options);
+  }
+
+  override cancel(requestId: string): boolean {
+    const seq = this.find(requestId);
+    if (this.faults.cancelLeavesRunning === true && seq !== undefined && seq.state !== 'waiting') {
+      if (seq.reservation !== undefined) this.pool.release(seq.reservation);
+      return true;
+    }
+    return super.cancel(requestId);
+  }
+
+  protected override fail(seq: Sequence, error: KvfenceError, events: EngineEvent[]): void {
+    if (this.faults.abortAsSuccess === true) this.finish(seq, 'length', events);
+    else super.fail(seq, error, events);
+  }
+}
+
+/** (d)'s removed check: I5's digest comparison, so a COMMIT is accepted whatever its manifest digest says. */
+export class DigestUncheckedReceiver extends TransferReceiver {
+  constructor(options: TransferReceiverOptions) {
+    super(options);
+  }
+
+  protected override newSession(
+    ticket: TransferTicket,
+    sink: KvPageSink,
+    onTerminal: (outcome: TransferOutcome) => void,
+  ): ReceiveSession {
+    return new DigestUncheckedSession(ticket, sink, this.options.checksum, onTerminal);
+  }
+}
+
+class DigestUncheckedSession extends ReceiveSession {
+  protected override digestMatches(): boolean {
+    return true;
+  }
+}
+
+/** (a), the incident: a request over the context is served with a 1-token placeholder prompt instead of a 400. */
+export class PlaceholderRun extends CompletionRun {
+  protected override promptAndMaxTokens(): { prompt: number[]; maxTokens: number } {
+    const { prompt, maxTokens } = super.promptAndMaxTokens();
+    const { context } = this.ctx;
+    if (prompt.length + Math.max(maxTokens, 1) <= context) return { prompt, maxTokens };
+    return { prompt: prompt.slice(-1), maxTokens: Math.min(Math.max(maxTokens, 1), context - 1) };
+  }
+}
+
+/** Every seeded fault of one mutant, by the component it is injected into (README.md). */
+export interface SeededFaults {
+  placeholder?: boolean;
+  pool?: PoolFaults;
+  engine?: EngineFaults;
+  staleIndex?: boolean;
+}
+
+/** The parts a colocated server (or a worker) is built from, with `faults` seeded; `{}`: production's parts. */
+export function seededParts(faults: SeededFaults): EngineParts & GatewayParts {
+  return {
+    capacity: ENGINE_PARTS.capacity,
+    pool: (layout, pageCount) =>
+      faults.pool !== undefined ? new MutantPagePool(layout, pageCount, faults.pool) : new PagePool(layout, pageCount),
+    prefixCache: (pool, pages) =>
+      faults.staleIndex === true ? new StaleIndexPrefixCache(pool, pages) : new PrefixCache(pool, pages),
+    engine: (config, forward, options) =>
+      faults.engine !== undefined
+        ? new MutantEngine(config, forward, options, faults.engine)
+        : new Engine(config, forward, options),
+    ...(faults.placeholder === true ? { completionRun: PlaceholderRun } : {}),
+  };
+}
+
+/**
+ * (d)'s fault: a staging-buffer mix-up. Every job stages its pages now, in one worker-wide area, and the sender reads
+ * them back at send time, so of two overlapping sends the earlier one puts the later job's pages on the wire (with
+ * correct hop checksums).
+ */
+export class SharedStagingPrefillWorker extends PrefillWorker {
+  private readonly staging: Uint8Array[] = [];
+
+  protected override stage(source: KvPageSource): KvPageSource {
+    for (let index = 0; index < source.pageCount; index++) {
+      if (this.staging[index]?.byteLength !== source.pageBytes) this.staging[index] = new Uint8Array(source.pageBytes);
+      this.staging[index]!.set(source.pageView(index));
+    }
+    const { pageCount, pageBytes, checksums } = source;
+    return { pageCount, pageBytes, checksums, pageView: (index) => this.staging[index]!.slice() };
+  }
+}
+
+/** The faults of the disaggregated mutant (d), each on its own so that the fault alone can be run too. */
+export interface ClusterFaults {
+  /** the prefill worker's staging mix-up */
+  sharedStaging?: boolean;
+  /** the decode worker's removed digest check */
+  digestUnchecked?: boolean;
+}
+
+/** A worker's parts with the cluster faults seeded; `{}`: production's. */
+export function seededWorkerParts(faults: ClusterFaults): WorkerParts {
+  return {
+    ...WORKER_PARTS,
+    prefillWorker: (options) =>
+      faults.sharedStaging === true ? new SharedStagingPrefillWorker(options) : new PrefillWorker(options),
+    receiver: (options) =>
+      faults.digestUnchecked === true ? new DigestUncheckedReceiver(options) : new TransferReceiver(options),
+  };
+}
