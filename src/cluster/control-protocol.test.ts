@@ -83,3 +83,38 @@ test('an error keeps its code and param across the wire', () => {
     assert.equal(end.error.param, 'x');
   }
 });
+
+test('sampling options and a response format travel with the request, checked field by field', () => {
+  const full = {
+    ...request,
+    sampling: {
+      ...request.sampling,
+      frequencyPenalty: 0.5,
+      presencePenalty: -0.25,
+      repetitionPenalty: 1.1,
+      logitBias: [[3, -100] as [number, number]],
+      minTokens: 2,
+      ignoreEos: true,
+      stopTokenIds: [7, 9],
+    },
+    constraint: { kind: 'json_schema' as const, schema: { type: 'object', properties: { a: { type: 'integer' } } } },
+  };
+  assert.deepEqual(decodeControl(encodeControl({ type: 'reserve', request: full })), {
+    type: 'reserve',
+    request: full,
+  });
+  const refused = (patch: Record<string, unknown>, field: RegExp) => {
+    const bytes = new Uint8Array(Buffer.from(JSON.stringify({ type: 'reserve', request: { ...full, ...patch } })));
+    assert.throws(
+      () => decodeControl(bytes),
+      (e: unknown) => e instanceof KvfenceError && field.test(e.message),
+    );
+  };
+  refused({ sampling: { ...full.sampling, logitBias: [[3]] } }, /logitBias value/);
+  refused({ sampling: { ...full.sampling, ignoreEos: 'yes' } }, /ignoreEos/);
+  refused({ sampling: { ...full.sampling, stopTokenIds: [-1] } }, /stop token id/);
+  refused({ constraint: { kind: 'regex' } }, /constraint kind/);
+  let deep: unknown = {};
+  for (let i = 0; i < 1000; i++) deep = { a: deep };
+  refused({ constraint: { kind: 'json_schema', schema: deep } }, /nested too deeply/);
+});

@@ -18,7 +18,10 @@ import type {
   IsolationIncident,
   TokenLogprob,
 } from '../engine/request.js';
+import type { SamplingParams } from '../engine/sampler.js';
 import type { PageOwner } from '../kv/page-owner.js';
+import type { OutputConstraint } from '../structured/grammar-cache.js';
+import { checkJsonDepth } from '../structured/json-schema.js';
 import type { TransferTicket } from '../transfer/ticket.js';
 import { type ErrorCode, isErrorCode, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
@@ -50,6 +53,8 @@ export interface PoolStats {
   waiting: number;
   /** pages the worker's prefix cache holds (absent: no cache) */
   pagesCached?: number;
+  /** pages read from the prefix cache instead of computed, since the worker started */
+  pagesReused?: number;
   /** per tenant: requests in flight and pages held */
   tenants: [string, { requests: number; pages: number }][];
 }
@@ -200,7 +205,7 @@ function hello(value: unknown): WorkerHello {
 
 function request(value: unknown): GenerationRequest {
   const r = obj(value, 'request');
-  const s = obj(r['sampling'], 'sampling');
+  const constraint = r['constraint'];
   return {
     id: id(r['id'], 'request id'),
     tenant: id(r['tenant'], 'tenant'),
@@ -208,15 +213,59 @@ function request(value: unknown): GenerationRequest {
       int(t, 'prompt token', 0, LIMITS.vocabSizeMax),
     ),
     maxTokens: int(r['maxTokens'], 'maxTokens', 1, LIMITS.contextTokensMax),
-    sampling: {
-      temperature: num(s['temperature'], 'temperature'),
-      topK: int(s['topK'], 'topK', 0, LIMITS.vocabSizeMax),
-      topP: num(s['topP'], 'topP'),
-      seed: int(s['seed'], 'seed', 0, 2 ** 32),
-    },
+    sampling: sampling(r['sampling']),
     topLogprobs: int(r['topLogprobs'], 'topLogprobs', 0, LIMITS.topLogprobsMax),
     tenantKvPagesMax: int(r['tenantKvPagesMax'], 'tenantKvPagesMax', 1, LIMITS.kvPagesMax),
+    ...(constraint !== undefined ? { constraint: outputConstraint(constraint) } : {}),
   };
+}
+
+/**
+ * Shapes and hard bounds only: the worker's SequenceSampler checks every value against the vocabulary and the API's
+ * ranges when the request is accepted (a 400 then), exactly as in a colocated server.
+ */
+function sampling(value: unknown): SamplingParams {
+  const s = obj(value, 'sampling');
+  const tokenId = (v: unknown, field: string) => int(v, field, 0, LIMITS.vocabSizeMax);
+  const optional = <T>(field: string, read: (v: unknown) => T): { [k: string]: T } =>
+    s[field] === undefined ? {} : { [field]: read(s[field]) };
+  return {
+    temperature: num(s['temperature'], 'temperature'),
+    topK: int(s['topK'], 'topK', 0, LIMITS.vocabSizeMax),
+    topP: num(s['topP'], 'topP'),
+    seed: int(s['seed'], 'seed', 0, 2 ** 32),
+    ...optional('frequencyPenalty', (v) => num(v, 'frequencyPenalty')),
+    ...optional('presencePenalty', (v) => num(v, 'presencePenalty')),
+    ...optional('repetitionPenalty', (v) => num(v, 'repetitionPenalty')),
+    ...optional('logitBias', (v) =>
+      arr(v, 'logitBias', LIMITS.logitBiasEntriesMax).map((pair): [number, number] => {
+        const [t, bias] = arr(pair, 'logitBias entry', 2);
+        return [tokenId(t, 'logitBias token'), num(bias, 'logitBias value')];
+      }),
+    ),
+    ...optional('minTokens', (v) => int(v, 'minTokens', 0, LIMITS.contextTokensMax)),
+    ...optional('ignoreEos', (v) => {
+      if (typeof v !== 'boolean') bad('ignoreEos', 'is not a boolean');
+      return v;
+    }),
+    ...optional('stopTokenIds', (v) =>
+      arr(v, 'stopTokenIds', LIMITS.stopTokenIdsMax).map((t) => tokenId(t, 'stop token id')),
+    ),
+  };
+}
+
+function outputConstraint(value: unknown): OutputConstraint {
+  const c = obj(value, 'constraint');
+  const kind = str(c['kind'], 'constraint kind');
+  if (kind === 'json_object') return { kind };
+  if (kind !== 'json_schema') bad('constraint kind', `is ${kind}`);
+  const schema = obj(c['schema'], 'constraint schema');
+  try {
+    checkJsonDepth(schema, 'constraint schema');
+  } catch {
+    bad('constraint schema', 'is nested too deeply');
+  }
+  return { kind, schema };
 }
 
 function ticket(value: unknown): TransferTicket {
@@ -277,6 +326,7 @@ function stats(value: unknown): PoolStats {
     running: count('running'),
     waiting: count('waiting'),
     ...(s['pagesCached'] !== undefined ? { pagesCached: count('pagesCached') } : {}),
+    ...(s['pagesReused'] !== undefined ? { pagesReused: count('pagesReused') } : {}),
     tenants: arr(s['tenants'], 'tenants', LIMITS.tenantCountMax).map((entry) => {
       const [tenant, t] = arr(entry, 'tenant entry', 2);
       const o = obj(t, 'tenant counts');

@@ -149,6 +149,7 @@ export class RemoteDispatcher implements InferenceWorker {
     let pagesTotal = 0;
     let pagesFree = 0;
     let pagesCached = 0;
+    let pagesReused = 0;
     let reservations = 0;
     let waiting = 0;
     let running = 0;
@@ -158,6 +159,7 @@ export class RemoteDispatcher implements InferenceWorker {
       pagesTotal += s.pagesTotal;
       pagesFree += s.pagesFree;
       pagesCached += s.pagesCached ?? 0;
+      pagesReused += s.pagesReused ?? 0;
       reservations += s.reservations;
       if (this.decodes.includes(link)) {
         waiting += s.waiting;
@@ -168,7 +170,7 @@ export class RemoteDispatcher implements InferenceWorker {
         tenants.set(tenant, { requests: sum.requests + t.requests, pages: sum.pages + t.pages });
       }
     }
-    return { running, waiting, pagesTotal, pagesFree, pagesCached, tenants, reservations };
+    return { running, waiting, pagesTotal, pagesFree, pagesCached, pagesReused, tenants, reservations };
   }
 
   /** Fresh stats from every worker that is up (bounded by statsTimeoutMs), for /metrics and /health. */

@@ -57,7 +57,6 @@ export async function startDecodeService(
     receiver,
     provenContext: kv.capacity.provenContext,
     vocabSize: model.config.vocabSize,
-    isStopToken: engineConfig.isStopToken,
     transferDeadlineMs: config.transferTimeoutMs,
     runningMax: settings.runningMax,
     waitingMax: settings.waitingMax,

@@ -17,6 +17,7 @@ import { poolStats } from '../cluster/pool-stats.js';
 import { checkFits, pickAdmissions, validateRequest } from '../engine/admission.js';
 import type { BatchRunner } from '../engine/batch-runner.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
+import type { SequenceSampler } from '../engine/sequence-sampler.js';
 import { pagesForTokens } from '../kv/kv-layout.js';
 import type { PagePool, PageReservation } from '../kv/page-pool.js';
 import { reserveTransferSink, type TransferReservation } from '../transfer/pool-adapter.js';
@@ -45,7 +46,6 @@ export interface DecodeWorkerOptions {
   /** this worker's I1 proof */
   provenContext: number;
   vocabSize: number;
-  isStopToken: (id: number) => boolean;
   /** the whole transfer must COMMIT within this of the reservation */
   transferDeadlineMs: number;
   runningMax: number;
@@ -66,6 +66,8 @@ type DecodeState =
 
 interface Held {
   readonly request: GenerationRequest;
+  /** built at reserve (a bad option or schema is refused before any page), fed the first token at COMMIT */
+  readonly sampler: SequenceSampler;
   readonly link: DecodeRequestLink;
   readonly pagesNeeded: number;
   readonly tenant: string;
@@ -88,12 +90,14 @@ export class DecodeWorker {
   /** Step 1: queue the request for its pages; its ticket (or its failure) goes to `link`. */
   reserve(request: GenerationRequest, link: DecodeRequestLink): void {
     let pagesNeeded: number;
+    let sampler: SequenceSampler;
     try {
       if (this.closed) throw new KvfenceError('worker_unavailable', 'the decode worker is shutting down');
       validateRequest(request, this.options); // I2 again (defence in depth): the same 400 the gateway gives
       // ids are made by the gateway and unique; a duplicate is refused, never merged (DESIGN §6)
       if (this.held.has(request.id))
         throw new KvfenceError('invalid_argument', `request id ${request.id} is already in use here`);
+      sampler = this.options.runner.engine.samplerFor(request);
       pagesNeeded = pagesForTokens(this.options.pool.layout, request.promptTokens.length + request.maxTokens);
       checkFits(pagesNeeded, this.options.pool.pageCount, request.tenantKvPagesMax, 'decode');
       if (this.queue.length >= this.options.waitingMax)
@@ -107,6 +111,7 @@ export class DecodeWorker {
     }
     const h: Held = {
       request,
+      sampler,
       link,
       pagesNeeded,
       tenant: request.tenant,
@@ -213,21 +218,22 @@ export class DecodeWorker {
     }
     const { request } = h;
     const first = outcome.firstToken;
-    if (!Number.isInteger(first.id) || first.id < 0 || first.id >= this.options.vocabSize) {
-      this.endNow(h, {
-        kind: 'failed',
-        error: new KvfenceError('kv_transfer_failed', 'the first token is outside the vocabulary'),
-      });
+    // the prefill drew it with its own copy of this sampler: replaying it checks it could have been drawn here, and
+    // brings the draws, the penalties' history and the grammar to where a colocated run would have them
+    const choice = h.sampler.replay(first.id);
+    if (choice.kind === 'failed') {
+      this.endNow(h, { kind: 'failed', error: choice.error });
       return;
     }
     const prompt = request.promptTokens.length;
-    if (this.options.isStopToken(first.id)) {
+    if (choice.kind === 'stop') {
       this.endNow(h, { kind: 'finished', reason: 'stop', promptTokens: prompt, completionTokens: 0 });
       return;
     }
     h.link.token({ id: first.id, logprob: first.logprob, top: first.top.map((t) => ({ ...t })) });
-    if (request.maxTokens === 1) {
-      this.endNow(h, { kind: 'finished', reason: 'length', promptTokens: prompt, completionTokens: 1 });
+    if (choice.finished || request.maxTokens === 1) {
+      const reason = choice.finished ? 'stop' : 'length';
+      this.endNow(h, { kind: 'finished', reason, promptTokens: prompt, completionTokens: 1 });
       return;
     }
     this.startDecoding(h, state, first.id);
@@ -242,6 +248,7 @@ export class DecodeWorker {
       reservation: state.transfer.reservation,
       extraReservation: state.extra,
       first,
+      sampler: h.sampler,
     };
     const sink = {
       onToken: (token: GeneratedToken) => h.link.token(token),

@@ -1,4 +1,5 @@
 /** Scheduler bounds and tenant limits of an engine, validated once at startup. */
+import type { GrammarCache } from '../structured/grammar-cache.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
@@ -18,6 +19,8 @@ export interface EngineConfig {
   stepTokenBudget: number;
   /** end-of-generation tokens: generation stops before emitting one */
   isStopToken: (id: number) => boolean;
+  /** the vocabulary's compiled response formats (absent: requests with a response format are refused) */
+  grammars?: GrammarCache;
 }
 
 export function validateEngineConfig(c: EngineConfig): void {

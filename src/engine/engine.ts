@@ -14,10 +14,12 @@ import { errorMessage, KvfenceError } from '../util/errors.js';
 import { checkFits, pickAdmissions, validateRequest } from './admission.js';
 import { type EngineConfig, validateEngineConfig } from './engine-config.js';
 import { grantPages } from './page-grant.js';
-import type { EngineEvent, GeneratedToken, GenerationRequest, TokenLogprob } from './request.js';
-import { logSoftmax } from './sampler.js';
+import type { EngineEvent, GenerationRequest } from './request.js';
+import { SamplingScratch } from './sampler.js';
 import { planStep } from './scheduler.js';
 import { Sequence } from './sequence.js';
+import { type SamplingEnv, SequenceSampler, samplingEnv } from './sequence-sampler.js';
+import { describeToken } from './token-logprobs.js';
 
 export interface EngineStats {
   running: number;
@@ -26,6 +28,8 @@ export interface EngineStats {
   pagesFree: number;
   /** pages the prefix cache holds (absent without one) */
   pagesCached?: number;
+  /** pages read from the prefix cache instead of computed, since start (absent without one) */
+  pagesReused?: number;
   /** per tenant: waiting + running requests, and pages held */
   tenants: Map<string, { requests: number; pages: number }>;
 }
@@ -45,6 +49,8 @@ export interface TransferredSequence {
   extraReservation: PageReservation;
   /** the first generated token, sampled by the prefill worker */
   first: number;
+  /** the request's sampler, with the first token already replayed into it (`Engine.samplerFor`, then `replay`) */
+  sampler: SequenceSampler;
 }
 
 export class Engine {
@@ -53,6 +59,8 @@ export class Engine {
   private readonly tenantRequests = new Map<string, number>();
   protected readonly pool: PagePool;
   private readonly prefixCache: PrefixCache | undefined;
+  private readonly sampling: SamplingEnv;
+  private readonly scratch: SamplingScratch;
 
   constructor(
     readonly config: EngineConfig,
@@ -62,6 +70,8 @@ export class Engine {
     validateEngineConfig(config);
     this.pool = forward.pool;
     this.prefixCache = options.prefixCache;
+    this.sampling = samplingEnv(config.vocabSize, config.isStopToken, config.grammars);
+    this.scratch = new SamplingScratch(config.vocabSize);
     // I1 again where the pages are: the largest accepted request fits the pool.
     assert(
       pagesForTokens(this.pool.layout, config.provenContext) <= this.pool.pageCount,
@@ -77,6 +87,7 @@ export class Engine {
   submit(request: GenerationRequest, nowMs: number): void {
     validateRequest(request, this.config); // defence in depth (I2): the gateway checked this already
     assert(!this.find(request.id), `request id ${request.id} is already in use`);
+    const sampler = this.samplerFor(request);
     const pagesNeeded = pagesForTokens(this.pool.layout, request.promptTokens.length + request.maxTokens);
     checkFits(pagesNeeded, this.pool.pageCount, request.tenantKvPagesMax, 'KV');
     if (this.waiting.length >= this.config.waitingMax) {
@@ -85,7 +96,7 @@ export class Engine {
         `the waiting queue is full (${this.config.waitingMax} requests); retry later`,
       );
     }
-    this.waiting.push(new Sequence(request, pagesNeeded, nowMs + this.config.queueTimeoutMs));
+    this.waiting.push(new Sequence(request, pagesNeeded, nowMs + this.config.queueTimeoutMs, sampler));
     this.countRequest(request.tenant, +1);
   }
 
@@ -96,28 +107,32 @@ export class Engine {
    * Throws (nothing taken over) when the batch is full; the caller releases the pages then.
    */
   adoptTransferred(adoption: TransferredSequence, nowMs: number): void {
-    const { request, table, reservation, extraReservation, first } = adoption;
+    const { request, table, reservation, extraReservation, first, sampler } = adoption;
     const need = pagesForTokens(this.pool.layout, request.promptTokens.length + request.maxTokens);
     assert(!this.find(request.id), `request id ${request.id} is already in use`);
     assert(table.writtenTokens === request.promptTokens.length, 'the transferred table holds exactly the prompt');
     assert(table.pages.length === need, 'the transferred table holds every page the request needs');
     assert(
-      request.maxTokens > 1 && !this.config.isStopToken(first),
-      'a request that ends at its first token is not adopted',
+      request.maxTokens > 1 && sampler.generated === 1 && sampler.request === request,
+      'a request that ends at its first token is not adopted; its sampler has replayed the first token',
     );
     if (this.running.length >= this.config.runningMax) {
       throw new KvfenceError('server_overloaded', `the running batch is full (${this.config.runningMax} sequences)`);
     }
-    const seq = new Sequence(request, need, nowMs);
+    const seq = new Sequence(request, need, nowMs, sampler);
     seq.reservation = reservation;
     seq.extraReservation = extraReservation;
     seq.table = table;
     seq.nextInput = first;
     seq.generatedCount = 1;
-    seq.sampler.skipDraw();
     seq.state = 'decoding';
     this.running.push(seq);
     this.countRequest(request.tenant, +1);
+  }
+
+  /** A request's token picker; throws a 400 KvfenceError for an option or response format it cannot follow. */
+  samplerFor(request: GenerationRequest): SequenceSampler {
+    return new SequenceSampler(request, this.sampling);
   }
 
   /** Drops a request wherever it is; its pages are scrubbed and free before this returns. False when unknown/ended. */
@@ -172,7 +187,7 @@ export class Engine {
       waiting: this.waiting.length,
       pagesTotal: this.pool.pageCount,
       pagesFree: this.pool.freePageCount,
-      ...(this.prefixCache !== undefined ? { pagesCached: this.prefixCache.pageCount } : {}),
+      ...(this.prefixCache !== undefined ? this.prefixCache.stats() : {}),
       tenants,
     };
   }
@@ -222,13 +237,22 @@ export class Engine {
   }
 
   private sampleNext(seq: Sequence, logits: Float32Array, events: EngineEvent[]): void {
-    const id = seq.sampler.sample(logits);
-    if (this.config.isStopToken(id)) {
+    const choice = seq.sampler.choose(logits, this.scratch);
+    if (choice.kind === 'failed') {
+      this.fail(seq, choice.error, events);
+      return;
+    }
+    if (choice.kind === 'stop') {
       this.finish(seq, 'stop', events);
       return;
     }
+    const { id } = choice;
     events.push({ kind: 'token', request: seq.id, token: describeToken(logits, id, seq.request.topLogprobs) });
     seq.generatedCount++;
+    if (choice.finished) {
+      this.finish(seq, 'stop', events); // the response format's document is complete
+      return;
+    }
     if (seq.generatedCount >= seq.request.maxTokens) {
       this.finish(seq, 'length', events);
       return;
@@ -313,15 +337,4 @@ export class Engine {
   protected find(requestId: string): Sequence | undefined {
     return this.running.find((s) => s.id === requestId) ?? this.waiting.find((s) => s.id === requestId);
   }
-}
-
-/** The chosen token's logprob and the `topCount` most likely alternatives (ties: lower id first). */
-export function describeToken(logits: Float32Array, id: number, topCount: number): GeneratedToken {
-  const lsm = logSoftmax(logits);
-  const top: TokenLogprob[] = [];
-  if (topCount > 0) {
-    const ids = Array.from(lsm.keys()).sort((a, b) => lsm[b]! - lsm[a]! || a - b);
-    for (const t of ids.slice(0, topCount)) top.push({ id: t, logprob: lsm[t]! });
-  }
-  return { id, logprob: lsm[id]!, top };
 }

@@ -19,11 +19,12 @@ import type { PrefixCache } from '../kv/prefix-cache.js';
 import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { checkFits, pickAdmissions, validateRequest } from './admission.js';
-import { describeToken } from './engine.js';
 import type { EngineConfig } from './engine-config.js';
 import { grantPages, type PageGrant, releaseGrant } from './page-grant.js';
 import type { GeneratedToken, GenerationRequest, IsolationIncident } from './request.js';
-import { Sampler } from './sampler.js';
+import { SamplingScratch } from './sampler.js';
+import { type SamplingEnv, SequenceSampler, samplingEnv } from './sequence-sampler.js';
+import { describeToken } from './token-logprobs.js';
 
 /** A finished prefill: the table holds the prompt's KV; the caller transfers it, then calls `release` once. */
 export interface Prefilled {
@@ -40,6 +41,8 @@ export type PrefillEvent =
 
 interface PrefillSequence {
   readonly request: GenerationRequest;
+  /** the request's own sampler (penalties, stop tokens, grammar): draws the first token */
+  readonly sampler: SequenceSampler;
   readonly tenant: string;
   readonly pagesNeeded: number;
   readonly tenantPagesMax: number;
@@ -51,6 +54,8 @@ export class PrefillEngine {
   private readonly waiting: PrefillSequence[] = [];
   private readonly running: PrefillSequence[] = [];
   private readonly pool: PagePool;
+  private readonly sampling: SamplingEnv;
+  private readonly scratch: SamplingScratch;
 
   constructor(
     readonly config: EngineConfig,
@@ -58,6 +63,8 @@ export class PrefillEngine {
     private readonly prefixCache: PrefixCache | undefined,
   ) {
     this.pool = forward.pool;
+    this.sampling = samplingEnv(config.vocabSize, config.isStopToken, config.grammars);
+    this.scratch = new SamplingScratch(config.vocabSize);
     assert(config.runningMax >= 1 && config.stepTokenBudget >= 1 && config.prefillChunkTokens >= 1, 'bounds');
   }
 
@@ -74,6 +81,7 @@ export class PrefillEngine {
   submit(request: GenerationRequest, nowMs: number): void {
     validateRequest(request, this.config); // I2 again, at the prefill worker (defence in depth)
     assert(this.find(request.id) === undefined, `request id ${request.id} is already prefilling`);
+    const sampler = new SequenceSampler(request, this.sampling); // a 400 for options it cannot follow
     const pagesNeeded = pagesForTokens(this.pool.layout, request.promptTokens.length);
     checkFits(pagesNeeded, this.pool.pageCount, request.tenantKvPagesMax, 'prefill');
     if (this.waiting.length >= this.config.waitingMax) {
@@ -81,6 +89,7 @@ export class PrefillEngine {
     }
     this.waiting.push({
       request,
+      sampler,
       tenant: request.tenant,
       pagesNeeded,
       tenantPagesMax: request.tenantKvPagesMax,
@@ -181,8 +190,13 @@ export class PrefillEngine {
       this.failForward(seq, error, nowMs, events);
       return;
     }
-    const id = new Sampler(seq.request.sampling).sample(logits);
-    const first = describeToken(logits, id, seq.request.topLogprobs);
+    const choice = seq.sampler.choose(logits, this.scratch);
+    if (choice.kind === 'failed') {
+      this.fail(seq, choice.error, events);
+      return;
+    }
+    // a stop token travels as the first token too: the decode worker's replay ends the request with it
+    const first = describeToken(logits, choice.id, seq.request.topLogprobs);
     this.running.splice(this.running.indexOf(seq), 1);
     let released = false;
     const release = () => {

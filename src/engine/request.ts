@@ -3,6 +3,7 @@
  * same shapes travel between processes when prefill and decode are split.
  */
 import type { IsolationViolation } from '../kv/isolation-error.js';
+import type { OutputConstraint } from '../structured/grammar-cache.js';
 import type { KvfenceError } from '../util/errors.js';
 import type { SamplingParams } from './sampler.js';
 
@@ -21,6 +22,8 @@ export interface GenerationRequest {
    * every worker applies the limits the gateway holds (admission.ts), whatever the deployment.
    */
   tenantKvPagesMax: number;
+  /** the output must be this document (response_format, or a forced tool call's arguments) */
+  constraint?: OutputConstraint;
 }
 
 export interface TokenLogprob {

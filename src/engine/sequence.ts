@@ -11,7 +11,7 @@ import type { PageReservation } from '../kv/page-pool.js';
 import type { PageTable } from '../kv/page-table.js';
 import type { CachedPage } from '../kv/prefix-cache.js';
 import type { GenerationRequest } from './request.js';
-import { Sampler } from './sampler.js';
+import type { SequenceSampler } from './sequence-sampler.js';
 
 export type SequenceState = 'waiting' | 'prefilling' | 'decoding';
 
@@ -27,7 +27,6 @@ export class Sequence {
   /** the last sampled token, fed to the model in the next step */
   nextInput: number | undefined;
   generatedCount = 0;
-  readonly sampler: Sampler;
 
   constructor(
     readonly request: GenerationRequest,
@@ -35,9 +34,9 @@ export class Sequence {
     readonly pagesNeeded: number,
     /** when it gives up waiting for admission (503) */
     readonly admitDeadlineMs: number,
-  ) {
-    this.sampler = new Sampler(request.sampling);
-  }
+    /** picks its tokens (penalties, stop tokens, grammar): the request's own, never shared */
+    readonly sampler: SequenceSampler,
+  ) {}
 
   get id(): string {
     return this.request.id;

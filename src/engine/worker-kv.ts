@@ -10,6 +10,7 @@ import { makeKvLayout } from '../kv/kv-layout.js';
 import type { PagePool } from '../kv/page-pool.js';
 import type { PrefixCache } from '../kv/prefix-cache.js';
 import type { LoadedModel } from '../model/load-model.js';
+import { grammarCacheFor } from '../structured/grammar-cache.js';
 import type { EngineConfig } from './engine-config.js';
 import type { EngineParts } from './engine-parts.js';
 
@@ -67,5 +68,6 @@ export function engineConfigOf(model: LoadedModel, settings: WorkerSettings, pro
     prefillChunkTokens: settings.prefillChunkTokens,
     stepTokenBudget: settings.stepTokenBudget,
     isStopToken: (id) => model.tokenizer.isEndOfGeneration(id),
+    grammars: grammarCacheFor(model.tokenizer),
   };
 }

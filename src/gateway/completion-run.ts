@@ -13,6 +13,7 @@ import { contextError } from '../engine/admission.js';
 import type { InferenceWorker } from '../engine/inference-worker.js';
 import type { FinishReason, GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import { KvfenceError } from '../util/errors.js';
+import { type ChatDelta, ChatOutput } from './chat-output.js';
 import { httpErrorOf } from './errors.js';
 import type { GatewayMetrics, RequestOutcome } from './metrics.js';
 import * as format from './openai-format.js';
@@ -55,6 +56,10 @@ export class CompletionRun {
   private readonly head: format.ResponseHead;
   private readonly arrivedMs = performance.now();
   private readonly text: TextStream;
+  /** chat: the answer as content and tool calls */
+  private readonly chat: ChatOutput | undefined;
+  /** completions with echo: the prompt's text, first in the output */
+  private echoText = '';
   private readonly tokens: GeneratedToken[] = [];
   private promptTokenCount = 0;
   private content = '';
@@ -72,6 +77,11 @@ export class CompletionRun {
     this.id = `${parsed.endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
     this.head = { id: this.id, created: Math.floor(Date.now() / 1000), model: ctx.model.id };
     this.text = new TextStream(ctx.model.tokenizer, parsed.stop);
+    const tools = parsed.tools;
+    this.chat =
+      parsed.endpoint === 'chat'
+        ? new ChatOutput(tools?.choice, ctx.model.toolCallFormat, new Set(tools?.tools.map((t) => t.name)))
+        : undefined;
   }
 
   /** Validates and submits (throwing a KvfenceError → the error handler), then serves the request to its end. */
@@ -109,7 +119,8 @@ export class CompletionRun {
 
   /** The prompt's token ids and the completion's length (default: the rest of the context). */
   protected promptAndMaxTokens(): { prompt: number[]; maxTokens: number } {
-    const prompt = promptTokens(this.ctx.model, this.parsed.prompt);
+    const tools = this.parsed.tools?.tools.map((t) => t.definition);
+    const prompt = promptTokens(this.ctx.model, this.parsed.prompt, tools);
     return { prompt, maxTokens: this.parsed.maxTokens ?? this.ctx.context - prompt.length };
   }
 
@@ -127,17 +138,37 @@ export class CompletionRun {
     );
     if (tooLong !== undefined) throw tooLong;
     this.promptTokenCount = prompt.length;
+    if (parsed.echo)
+      this.echoText = parsed.prompt.kind === 'text' ? parsed.prompt.text : ctx.model.tokenizer.decode(prompt);
+    if (parsed.sampling.minTokens > maxTokens)
+      throw new KvfenceError('invalid_request_error', 'min_tokens must not exceed max_tokens', 'min_tokens');
     const greedy = parsed.temperature === 0;
+    const o = parsed.sampling;
     return {
       id: this.id,
       tenant: this.tenant,
       promptTokens: prompt,
       maxTokens,
-      sampling: greedy
-        ? { temperature: 0, topK: 0, topP: 1, seed: 0 }
-        : { temperature: parsed.temperature, topK: 0, topP: parsed.topP, seed: parsed.seed ?? randomInt(2 ** 32) },
+      sampling: {
+        ...(greedy
+          ? { temperature: 0, topK: 0, topP: 1, seed: 0 }
+          : {
+              temperature: parsed.temperature,
+              topK: o.topK,
+              topP: parsed.topP,
+              seed: parsed.seed ?? randomInt(2 ** 32),
+            }),
+        ...(o.frequencyPenalty !== 0 ? { frequencyPenalty: o.frequencyPenalty } : {}),
+        ...(o.presencePenalty !== 0 ? { presencePenalty: o.presencePenalty } : {}),
+        ...(o.repetitionPenalty !== 1 ? { repetitionPenalty: o.repetitionPenalty } : {}),
+        ...(o.logitBias.length > 0 ? { logitBias: o.logitBias } : {}),
+        ...(o.minTokens > 0 ? { minTokens: o.minTokens } : {}),
+        ...(o.ignoreEos ? { ignoreEos: true } : {}),
+        ...(o.stopTokenIds.length > 0 ? { stopTokenIds: o.stopTokenIds } : {}),
+      },
       topLogprobs: parsed.logprobs ? parsed.topLogprobs : 0,
       tenantKvPagesMax: ctx.tenants.limitsOf(this.tenant).kvPagesMax,
+      ...(parsed.constraint !== undefined ? { constraint: parsed.constraint } : {}),
     };
   }
 
@@ -182,7 +213,7 @@ export class CompletionRun {
     this.tokens.push(token);
     const step = this.text.push(token.id);
     this.content += step.text;
-    if (this.parsed.stream) this.writeTokenChunk(token, step.text);
+    this.writeText(step.text, token);
     return step.stopped;
   }
 
@@ -193,11 +224,15 @@ export class CompletionRun {
     }
     const rest = this.text.finish();
     this.content += rest;
-    if (this.parsed.stream && rest !== '') this.writeTextChunk(rest);
+    if (rest !== '') this.writeText(rest, undefined);
     this.succeed(end.reason);
   }
 
-  private succeed(reason: FinishReason): void {
+  private succeed(engineReason: FinishReason): void {
+    const answer = this.chat?.finish(engineReason === 'length');
+    if (answer !== undefined && this.parsed.stream) for (const delta of answer.deltas) this.writeDelta(delta, null);
+    const calls = answer?.message.tool_calls !== undefined;
+    const reason: format.ChoiceFinish = calls && engineReason === 'stop' ? 'tool_calls' : engineReason;
     this.settled = true;
     const usage = format.usageOf(this.promptTokenCount, this.tokens.length);
     const m = this.ctx.metrics;
@@ -214,7 +249,7 @@ export class CompletionRun {
       const final =
         this.parsed.endpoint === 'chat'
           ? format.chatChunk(this.head, {}, reason, null)
-          : format.textCompletion(this.head, '', reason, null);
+          : format.textCompletion(this.head, '', engineReason, null);
       this.sse(final);
       if (this.parsed.includeUsage) this.sse(format.usageChunk(this.head, this.parsed.endpoint, usage));
       this.reply.raw.end('data: [DONE]\n\n');
@@ -226,15 +261,15 @@ export class CompletionRun {
       this.parsed.endpoint === 'chat'
         ? format.chatCompletion(
             this.head,
-            this.content,
+            answer!.message,
             reason,
             usage,
             logprobs ? this.tokens.map((t) => format.chatLogprob(tokenizer, t)) : null,
           )
         : format.textCompletion(
             this.head,
-            this.content,
-            reason,
+            this.echoText + this.content,
+            engineReason,
             logprobs ? format.completionLogprobs(tokenizer, this.tokens, 0, this.parsed.topLogprobs > 0) : null,
             usage,
           );
@@ -259,34 +294,41 @@ export class CompletionRun {
     this.reply.code(http.status).send(http.body);
   }
 
-  private writeTokenChunk(token: GeneratedToken, text: string): void {
-    const { tokenizer } = this.ctx.model;
-    const { endpoint, logprobs, topLogprobs } = this.parsed;
-    this.startStream();
-    if (endpoint === 'chat') {
-      this.sse(
-        format.chatChunk(this.head, { content: text }, null, logprobs ? [format.chatLogprob(tokenizer, token)] : null),
-      );
-    } else {
-      const offset = this.content.length - text.length;
-      this.sse(
-        format.textCompletion(
-          this.head,
-          text,
-          null,
-          logprobs ? format.completionLogprobs(tokenizer, [token], offset, topLogprobs > 0) : null,
-        ),
-      );
+  /** Text released by a token (or at the end: `token` undefined), streamed in the endpoint's shape. */
+  private writeText(text: string, token: GeneratedToken | undefined): void {
+    if (!this.parsed.stream) {
+      this.chat?.push(text);
+      return;
     }
+    const { tokenizer } = this.ctx.model;
+    const { logprobs, topLogprobs } = this.parsed;
+    const withLogprobs = logprobs && token !== undefined;
+    if (this.chat !== undefined) {
+      const deltas = this.chat.push(text);
+      const lp = withLogprobs ? [format.chatLogprob(tokenizer, token)] : null;
+      if (deltas.length === 0 && (token === undefined || (text !== '' && !withLogprobs))) return;
+      if (deltas.length === 0) deltas.push({ content: '' }); // a token without text yet still carries its logprob
+      deltas.forEach((delta, i) => {
+        this.writeDelta(delta, i === 0 ? lp : null);
+      });
+      return;
+    }
+    if (token === undefined && text === '') return;
+    this.startStream();
+    const offset = this.echoText.length + this.content.length - text.length;
+    this.sse(
+      format.textCompletion(
+        this.head,
+        text,
+        null,
+        withLogprobs ? format.completionLogprobs(tokenizer, [token], offset, topLogprobs > 0) : null,
+      ),
+    );
   }
 
-  private writeTextChunk(text: string): void {
+  private writeDelta(delta: ChatDelta, logprobs: format.ChatTokenLogprob[] | null): void {
     this.startStream();
-    this.sse(
-      this.parsed.endpoint === 'chat'
-        ? format.chatChunk(this.head, { content: text }, null, null)
-        : format.textCompletion(this.head, text, null, null),
-    );
+    this.sse(format.chatChunk(this.head, delta, null, logprobs));
   }
 
   private startStream(): void {
@@ -301,6 +343,7 @@ export class CompletionRun {
     });
     if (this.parsed.endpoint === 'chat')
       this.sse(format.chatChunk(this.head, { role: 'assistant', content: '' }, null, null));
+    else if (this.echoText !== '') this.sse(format.textCompletion(this.head, this.echoText, null, null));
   }
 
   private sse(data: object): void {

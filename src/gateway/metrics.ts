@@ -58,6 +58,11 @@ export class GatewayMetrics {
       "KV pages held by the tenants' prefix caches (evicted when admission needs them).",
       () => worker.stats().pagesCached ?? 0,
     );
+    gauge(
+      'kvfence_kv_pages_reused',
+      "KV pages read from the tenants' prefix caches instead of computed, since the workers started.",
+      () => worker.stats().pagesReused ?? 0,
+    );
     const workers = worker.workers?.bind(worker);
     if (workers !== undefined) {
       const perWorker = (name: string, help: string, read: (w: WorkerStatus) => number | undefined) =>

@@ -4,7 +4,11 @@
  */
 import type { FinishReason, GeneratedToken } from '../engine/request.js';
 import type { Tokenizer } from '../model/tokenizer.js';
+import type { ChatDelta, ChatMessageOut } from './chat-output.js';
 import { tokenPiece } from './text-stream.js';
+
+/** The engine's ending, or tool_calls when the answer is tool calls. */
+export type ChoiceFinish = FinishReason | 'tool_calls';
 
 export interface Usage {
   prompt_tokens: number;
@@ -87,8 +91,8 @@ export interface ResponseHead {
 
 export function chatCompletion(
   head: ResponseHead,
-  text: string,
-  finish: FinishReason,
+  message: ChatMessageOut,
+  finish: ChoiceFinish,
   usage: Usage,
   logprobs: ChatTokenLogprob[] | null,
 ) {
@@ -98,7 +102,7 @@ export function chatCompletion(
     choices: [
       {
         index: 0,
-        message: { role: 'assistant', content: text },
+        message,
         logprobs: logprobs === null ? null : { content: logprobs },
         finish_reason: finish,
       },
@@ -109,8 +113,8 @@ export function chatCompletion(
 
 export function chatChunk(
   head: ResponseHead,
-  delta: { role?: 'assistant'; content?: string },
-  finish: FinishReason | null,
+  delta: { role?: 'assistant'; content?: string } | ChatDelta,
+  finish: ChoiceFinish | null,
   logprobs: ChatTokenLogprob[] | null,
 ) {
   return {

@@ -1,11 +1,15 @@
 /**
  * OpenAI request bodies → one validated, typed request. Supported options are read; options kvfence does not support
- * (n > 1, tools, penalties, echo, ...) are a 400 naming the parameter, never silently ignored; unknown fields are a 400
- * too, as OpenAI answers them.
+ * (n > 1, suffix, echo with logprobs, ...) are a 400 naming the parameter, never silently ignored; unknown fields are
+ * a 400 too, as OpenAI answers them. vLLM's sampling extras are accepted under their vLLM names.
  */
-import type { ChatMessage, ChatRole } from '../model/chat-template.js';
+import type { ChatMessage, ChatToolCall } from '../model/chat-template.js';
+import { constraintGrammar, type OutputConstraint } from '../structured/grammar-cache.js';
+import { checkJsonDepth } from '../structured/json-schema.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
+import { parseSamplingOptions, SAMPLING_FIELDS, type SamplingOptions } from './request-options.js';
+import { parseToolRequest, type ToolRequest, toolConstraint } from './tool-request.js';
 
 export type PromptInput =
   | { kind: 'messages'; messages: ChatMessage[] }
@@ -27,6 +31,14 @@ export interface ParsedRequest {
   topLogprobs: number;
   stream: boolean;
   includeUsage: boolean;
+  /** penalties, logit_bias and vLLM's extras */
+  sampling: SamplingOptions;
+  /** what the output must be: response_format, or the arguments of a forced tool call */
+  constraint: OutputConstraint | undefined;
+  /** chat: the tools and the tool choice */
+  tools: ToolRequest | undefined;
+  /** completions: the prompt's text comes first in the output */
+  echo: boolean;
 }
 
 type Body = Record<string, unknown>;
@@ -42,9 +54,8 @@ const COMMON_FIELDS = [
   'stop',
   'n',
   'user',
-  'frequency_penalty',
-  'presence_penalty',
-  'logit_bias',
+  'response_format',
+  ...SAMPLING_FIELDS,
 ];
 const CHAT_FIELDS = [
   ...COMMON_FIELDS,
@@ -56,7 +67,6 @@ const CHAT_FIELDS = [
   'tool_choice',
   'functions',
   'function_call',
-  'response_format',
   'parallel_tool_calls',
 ];
 const COMPLETION_FIELDS = [...COMMON_FIELDS, 'prompt', 'logprobs', 'echo', 'suffix', 'best_of'];
@@ -69,15 +79,18 @@ function unsupported(param: string, what: string): KvfenceError {
   return bad(`${param}: ${what} is not supported by this server`, param);
 }
 
-export function parseChatRequest(raw: unknown): ParsedRequest {
+export function parseChatRequest(raw: unknown, vocabSize: number): ParsedRequest {
   const body = asBody(raw, CHAT_FIELDS);
   rejectUnsupported(body);
-  for (const field of ['tools', 'tool_choice', 'functions', 'function_call', 'parallel_tool_calls'] as const) {
-    if (body[field] !== undefined && body[field] !== null) throw unsupported(field, 'tool calling');
+  for (const field of ['functions', 'function_call'] as const) {
+    if (body[field] !== undefined && body[field] !== null)
+      throw unsupported(field, `the deprecated ${field} (use tools and tool_choice)`);
   }
-  const format = body['response_format'];
-  if (format !== undefined && format !== null && !(isBody(format) && format['type'] === 'text'))
-    throw unsupported('response_format', 'structured output');
+  const tools = parseToolRequest(body);
+  const format = parseResponseFormat(body['response_format']);
+  const forced = tools !== undefined ? toolConstraint(tools) : undefined;
+  if (format !== undefined && tools !== undefined && tools.choice.kind !== 'none')
+    throw bad('response_format cannot be combined with tools unless tool_choice is none', 'response_format');
   const logprobs = optional(body, 'logprobs', isBoolean, 'a boolean') ?? false;
   const topLogprobs =
     optional(body, 'top_logprobs', isInt(0, LIMITS.topLogprobsMax), `an integer from 0 to ${LIMITS.topLogprobsMax}`) ??
@@ -92,19 +105,20 @@ export function parseChatRequest(raw: unknown): ParsedRequest {
   );
   return {
     endpoint: 'chat',
-    ...common(body),
+    ...common(body, vocabSize, forced ?? format),
     prompt: { kind: 'messages', messages: parseMessages(body['messages']) },
     maxTokens: maxCompletionTokens ?? maxTokens,
     logprobs,
     topLogprobs,
+    tools,
+    echo: false,
   };
 }
 
-export function parseCompletionRequest(raw: unknown): ParsedRequest {
+export function parseCompletionRequest(raw: unknown, vocabSize: number): ParsedRequest {
   const body = asBody(raw, COMPLETION_FIELDS);
   rejectUnsupported(body);
-  if (body['echo'] !== undefined && body['echo'] !== false && body['echo'] !== null)
-    throw unsupported('echo', 'echoing the prompt');
+  const echo = optional(body, 'echo', isBoolean, 'a boolean') ?? false;
   if (body['suffix'] !== undefined && body['suffix'] !== null) throw unsupported('suffix', 'insertion');
   const bestOf = body['best_of'];
   if (bestOf !== undefined && bestOf !== null && bestOf !== 1) throw unsupported('best_of', 'best_of other than 1');
@@ -114,20 +128,54 @@ export function parseCompletionRequest(raw: unknown): ParsedRequest {
     isInt(0, LIMITS.completionLogprobsMax),
     `an integer from 0 to ${LIMITS.completionLogprobsMax}`,
   );
+  if (echo && logprobs !== undefined) throw unsupported('echo', "echo with logprobs (the prompt's own logprobs)");
   return {
     endpoint: 'completion',
-    ...common(body),
+    ...common(body, vocabSize, parseResponseFormat(body['response_format'])),
     prompt: parsePrompt(body['prompt']),
     // OpenAI's legacy default
     maxTokens: optional(body, 'max_tokens', isInt(1, LIMITS.generateTokensMax), 'a positive integer') ?? 16,
     logprobs: logprobs !== undefined,
     topLogprobs: logprobs ?? 0,
+    tools: undefined,
+    echo,
   };
+}
+
+/** response_format: text (nothing to enforce), json_object, or json_schema checked now (a 400 naming the keyword). */
+function parseResponseFormat(value: unknown): OutputConstraint | undefined {
+  if (value === undefined || value === null) return undefined;
+  const param = 'response_format';
+  if (!isBody(value)) throw bad('response_format must be an object', param);
+  switch (value['type']) {
+    case 'text':
+      return undefined;
+    case 'json_object': {
+      const constraint: OutputConstraint = { kind: 'json_object' };
+      constraintGrammar(constraint);
+      return constraint;
+    }
+    case 'json_schema': {
+      const spec = value['json_schema'];
+      if (!isBody(spec) || !isBody(spec['schema']))
+        throw bad('response_format.json_schema must be {"name": …, "schema": {…}}', 'response_format.json_schema');
+      const constraint: OutputConstraint = { kind: 'json_schema', schema: spec['schema'] };
+      constraintGrammar(constraint);
+      return constraint;
+    }
+    default:
+      throw bad('response_format.type must be text, json_object or json_schema', 'response_format.type');
+  }
 }
 
 function common(
   body: Body,
-): Pick<ParsedRequest, 'model' | 'temperature' | 'topP' | 'seed' | 'stop' | 'stream' | 'includeUsage'> {
+  vocabSize: number,
+  constraint: OutputConstraint | undefined,
+): Pick<
+  ParsedRequest,
+  'model' | 'temperature' | 'topP' | 'seed' | 'stop' | 'stream' | 'includeUsage' | 'sampling' | 'constraint'
+> {
   const model = body['model'];
   if (typeof model !== 'string' || model === '') throw bad('model is required', 'model');
   const stream = optional(body, 'stream', isBoolean, 'a boolean') ?? false;
@@ -142,43 +190,82 @@ function common(
   const topP =
     optional(body, 'top_p', (v): v is number => typeof v === 'number' && v > 0 && v <= 1, 'a number in (0, 1]') ?? 1;
   const seed = optional(body, 'seed', isInt(-(2 ** 53), 2 ** 53), 'an integer');
+  const stop = parseStop(body['stop']);
+  // a stop sequence could cut the document short and still report "stop": never a silently invalid answer
+  if (constraint !== undefined && stop.length > 0)
+    throw bad('stop sequences cannot be combined with response_format or a forced tool call', 'stop');
   return {
     model,
     temperature,
     topP,
     seed: seed === undefined ? undefined : seed >>> 0,
-    stop: parseStop(body['stop']),
+    stop,
     stream,
     includeUsage,
+    sampling: parseSamplingOptions(body, vocabSize),
+    constraint,
   };
 }
 
 function rejectUnsupported(body: Body): void {
   const n = body['n'];
-  if (n !== undefined && n !== null && n !== 1) throw unsupported('n', 'n other than 1');
-  for (const field of ['frequency_penalty', 'presence_penalty'] as const) {
-    const v = body[field];
-    if (v !== undefined && v !== null && v !== 0) throw unsupported(field, 'a non-zero penalty');
-  }
-  const bias = body['logit_bias'];
-  if (bias !== undefined && bias !== null && !(isBody(bias) && Object.keys(bias).length === 0))
-    throw unsupported('logit_bias', 'logit_bias');
+  if (n !== undefined && n !== null && n !== 1)
+    throw unsupported('n', 'n other than 1 (the n answers would share the prompt KV pages; not yet)');
 }
 
-function parseMessages(value: unknown): ChatMessage[] {
+export function parseMessages(value: unknown): ChatMessage[] {
   if (!Array.isArray(value) || value.length === 0) throw bad('messages must be a non-empty array', 'messages');
   if (value.length > LIMITS.chatMessagesMax) throw bad(`at most ${LIMITS.chatMessagesMax} messages`, 'messages');
   return value.map((m: unknown, i: number) => {
     const param = `messages[${i}]`;
     if (!isBody(m)) throw bad(`${param} must be an object`, param);
     const role = m['role'] === 'developer' ? 'system' : m['role'];
-    if (role !== 'system' && role !== 'user' && role !== 'assistant') {
-      throw bad(
-        `${param}.role must be system, developer, user or assistant (tool messages are not supported)`,
-        `${param}.role`,
-      );
+    switch (role) {
+      case 'system':
+      case 'user':
+        return { role, content: messageText(m['content'], `${param}.content`) };
+      case 'assistant': {
+        const calls = m['tool_calls'] ?? undefined;
+        if (calls === undefined) return { role, content: messageText(m['content'], `${param}.content`) };
+        const content = m['content'] ?? '';
+        return {
+          role,
+          content: messageText(content, `${param}.content`),
+          tool_calls: parseHistoryCalls(calls, `${param}.tool_calls`),
+        };
+      }
+      case 'tool': {
+        const id = m['tool_call_id'];
+        if (typeof id !== 'string' || id === '')
+          throw bad(`${param}.tool_call_id is required`, `${param}.tool_call_id`);
+        return { role, content: messageText(m['content'], `${param}.content`), tool_call_id: id };
+      }
+      default:
+        throw bad(`${param}.role must be system, developer, user, assistant or tool`, `${param}.role`);
     }
-    return { role: role as ChatRole, content: messageText(m['content'], `${param}.content`) };
+  });
+}
+
+/** An assistant turn's tool calls; their arguments (JSON text on the wire) go to the template parsed. */
+function parseHistoryCalls(value: unknown, param: string): ChatToolCall[] {
+  if (!Array.isArray(value) || value.length > LIMITS.toolsMax)
+    throw bad(`${param} must be an array of at most ${LIMITS.toolsMax} calls`, param);
+  return value.map((c: unknown, i) => {
+    const at = `${param}[${i}]`;
+    const fn = isBody(c) ? c['function'] : undefined;
+    if (!isBody(c) || typeof c['id'] !== 'string' || !isBody(fn) || typeof fn['name'] !== 'string')
+      throw bad(`${at} must be {"id", "type": "function", "function": {"name", "arguments"}}`, at);
+    const text = fn['arguments'];
+    let args: unknown;
+    try {
+      args = typeof text === 'string' ? JSON.parse(text) : undefined;
+    } catch {
+      args = undefined;
+    }
+    if (!isBody(args))
+      throw bad(`${at}.function.arguments must be a JSON object as a string`, `${at}.function.arguments`);
+    checkJsonDepth(args, `${at}.function.arguments`);
+    return { id: c['id'], type: 'function', function: { name: fn['name'], arguments: args } };
   });
 }
 

@@ -5,6 +5,7 @@ import type { LoadedModel } from '../model/load-model.js';
 import type { Tokenizer } from '../model/tokenizer.js';
 import { KvfenceError } from '../util/errors.js';
 import type { PromptInput } from './schemas.js';
+import { type ToolCallFormat, toolCallFormatOf } from './tool-calls.js';
 
 export interface ServedModel {
   id: string;
@@ -12,6 +13,8 @@ export interface ServedModel {
   vocabSize: number;
   tokenizer: Tokenizer;
   chatTemplate: Template | undefined;
+  /** how the model writes tool calls, by its chat template */
+  toolCallFormat: ToolCallFormat;
 }
 
 export function servedModel(model: LoadedModel, id: string): ServedModel {
@@ -21,11 +24,15 @@ export function servedModel(model: LoadedModel, id: string): ServedModel {
     vocabSize: model.config.vocabSize,
     tokenizer: model.tokenizer,
     chatTemplate: model.chatTemplate === undefined ? undefined : parseChatTemplate(model.chatTemplate),
+    toolCallFormat: toolCallFormatOf(model.chatTemplate),
   };
 }
 
-/** The prompt's token ids: chat messages through the chat template, text through the tokenizer, ids as given. */
-export function promptTokens(model: ServedModel, prompt: PromptInput): number[] {
+/**
+ * The prompt's token ids: chat messages through the chat template (with the request's tool definitions as its
+ * `tools`), text through the tokenizer, ids as given.
+ */
+export function promptTokens(model: ServedModel, prompt: PromptInput, tools?: readonly unknown[]): number[] {
   const { tokenizer } = model;
   switch (prompt.kind) {
     case 'tokens':
@@ -49,6 +56,7 @@ export function promptTokens(model: ServedModel, prompt: PromptInput): number[] 
         addGenerationPrompt: true,
         bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : '',
         eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : '',
+        ...(tools !== undefined ? { tools } : {}),
       });
       return tokenizer.encode(text, { addSpecial: false, parseSpecial: true });
     }

@@ -1,7 +1,8 @@
 /**
  * The OpenAI-compatible HTTP gateway (fastify): authenticates keys → tenants, validates, and hands each completion to
  * a CompletionRun over an InferenceWorker. Errors of every route become OpenAI-shaped bodies in the one error handler
- * (statuses from errors.ts). /health and /metrics need no key; everything under /v1 does (unless in dev mode).
+ * (statuses from errors.ts). /health and /metrics need no key; everything under /v1, /tokenize and /detokenize does
+ * (unless in dev mode).
  */
 import Fastify, {
   type FastifyBaseLogger,
@@ -20,6 +21,7 @@ import { type ParsedRequest, parseChatRequest, parseCompletionRequest } from './
 import type { ServedModel } from './served-model.js';
 import { TenantGate } from './tenant-gate.js';
 import type { TenantDirectory } from './tenants.js';
+import { registerTokenizeRoutes } from './tokenize-routes.js';
 
 export interface GatewayOptions {
   model: ServedModel;
@@ -80,15 +82,17 @@ export function buildGateway(options: GatewayOptions): Gateway {
   };
 
   const completion =
-    (parse: (body: unknown) => ParsedRequest) => async (request: FastifyRequest, reply: FastifyReply) => {
+    (parse: (body: unknown, vocabSize: number) => ParsedRequest) =>
+    async (request: FastifyRequest, reply: FastifyReply) => {
       const tenant = authenticate(request);
-      const parsed = parse(request.body);
+      const parsed = parse(request.body, model.vocabSize);
       await new Run(ctx, parsed, tenant, reply, request.log.child({ tenant })).run();
       return reply;
     };
 
   app.post('/v1/chat/completions', completion(parseChatRequest));
   app.post('/v1/completions', completion(parseCompletionRequest));
+  registerTokenizeRoutes(app, model, () => options.context, authenticate);
 
   const modelCard = () => ({
     id: model.id,

@@ -61,6 +61,11 @@ export class PrefixCache {
     return this.reused;
   }
 
+  /** What pool stats report of the cache. */
+  stats(): { pagesCached: number; pagesReused: number } {
+    return { pagesCached: this.pageCount, pagesReused: this.reused };
+  }
+
   /** Cached pages given up (budget or admission), since startup. */
   get evictedPages(): number {
     return this.evicted;

@@ -82,3 +82,46 @@ describe('renderChatTemplate', () => {
     );
   });
 });
+
+describe('tools in chat templates', () => {
+  // a Hermes-style template written for this test: tools in a system turn, calls and responses in the history
+  const TOOL_TEMPLATE =
+    '{%- if tools %}<|im_start|>system\n# Tools{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}<|im_end|>\n{% endif %}' +
+    "{%- for message in messages %}{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant" +
+    '{% for call in message.tool_calls %}\n<tool_call>{"name": "{{ call.function.name }}", "arguments": ' +
+    '{{ call.function.arguments | tojson }}}</tool_call>{% endfor %}<|im_end|>\n' +
+    "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>{{ message.content }}</tool_response><|im_end|>\n" +
+    '{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif %}{%- endfor %}' +
+    '{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}';
+
+  it('the tools variable, assistant tool_calls (arguments as objects) and tool messages render as Hugging Face does', () => {
+    const tools = [{ type: 'function', function: { name: 'add', parameters: { type: 'object' } } }];
+    const prompt = renderChatTemplate(
+      TOOL_TEMPLATE,
+      [
+        { role: 'user', content: '1+2?' },
+        {
+          role: 'assistant',
+          content: '',
+          tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'add', arguments: { a: 1, b: 2 } } }],
+        },
+        { role: 'tool', content: '3', tool_call_id: 'call_1' },
+      ],
+      { addGenerationPrompt: true, bosToken: '', eosToken: '', tools },
+    );
+    // (trim_blocks, as transformers renders chat templates: the newline after a block tag goes)
+    assert.equal(
+      prompt,
+      '<|im_start|>system\n# Tools{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}<|im_end|>\n' +
+        '<|im_start|>user\n1+2?<|im_end|>\n' +
+        '<|im_start|>assistant<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call><|im_end|>' +
+        '<|im_start|>user\n<tool_response>3</tool_response><|im_end|><|im_start|>assistant\n',
+    );
+    const without = renderChatTemplate(TOOL_TEMPLATE, [{ role: 'user', content: 'hi' }], {
+      addGenerationPrompt: false,
+      bosToken: '',
+      eosToken: '',
+    });
+    assert.equal(without, '<|im_start|>user\nhi<|im_end|>\n', 'no tools: no tools turn');
+  });
+});

@@ -6,11 +6,22 @@
 import { Template } from '@huggingface/jinja';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 
-export type ChatRole = 'system' | 'user' | 'assistant';
+export type ChatRole = 'system' | 'user' | 'assistant' | 'tool';
+
+export interface ChatToolCall {
+  id: string;
+  type: 'function';
+  /** arguments as parsed JSON: templates print them with tojson, as Hugging Face's do */
+  function: { name: string; arguments: unknown };
+}
 
 export interface ChatMessage {
   role: ChatRole;
   content: string;
+  /** an assistant turn's tool calls */
+  tool_calls?: ChatToolCall[];
+  /** a tool turn: the call it answers */
+  tool_call_id?: string;
 }
 
 export interface ChatTemplateOptions {
@@ -18,6 +29,8 @@ export interface ChatTemplateOptions {
   addGenerationPrompt: boolean;
   bosToken: string;
   eosToken: string;
+  /** the request's tool definitions ({type: 'function', function: {...}}), as the template's `tools` variable */
+  tools?: readonly unknown[];
 }
 
 /** Parses a template once, so a server can check it at model load rather than on the first request. */
@@ -37,10 +50,11 @@ export function renderChatTemplate(
   const parsed = typeof template === 'string' ? parseChatTemplate(template) : template;
   try {
     return parsed.render({
-      messages: messages.map((m) => ({ role: m.role, content: m.content })),
+      messages: messages.map((m) => ({ ...m })),
       add_generation_prompt: options.addGenerationPrompt,
       bos_token: options.bosToken,
       eos_token: options.eosToken,
+      ...(options.tools !== undefined ? { tools: options.tools } : {}),
     });
   } catch (error) {
     throw new KvfenceError(

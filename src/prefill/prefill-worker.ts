@@ -126,7 +126,7 @@ export class PrefillWorker {
     const { pool, engine, prefixCache } = this.options;
     const tenants = [...this.jobs.values()].map((job) => job.request.tenant);
     const stats = poolStats(pool, tenants, this.jobs.size - engine.waitingCount, engine.waitingCount);
-    return prefixCache === undefined ? stats : { ...stats, pagesCached: prefixCache.pageCount };
+    return prefixCache === undefined ? stats : { ...stats, ...prefixCache.stats() };
   }
 
   async close(): Promise<void> {

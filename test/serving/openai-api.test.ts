@@ -247,12 +247,12 @@ describe('errors: OpenAI shape, right status and code', () => {
       'invalid_request_error',
     );
     await expectApiError(
-      () => client.chat.completions.create({ model: MODEL_ID, messages, presence_penalty: 1 }),
+      () => client.chat.completions.create({ model: MODEL_ID, messages, presence_penalty: 3 }),
       400,
       'invalid_request_error',
     );
     await expectApiError(
-      () => client.completions.create({ model: MODEL_ID, prompt: 'x', echo: true }),
+      () => client.completions.create({ model: MODEL_ID, prompt: 'x', echo: true, logprobs: 1 }),
       400,
       'invalid_request_error',
     );

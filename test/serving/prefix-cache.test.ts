@@ -1,5 +1,5 @@
 // The tenant-scoped prefix cache over HTTP (I9, I7): answers identical to a server without one, reuse only within a
-// tenant, cached pages reported in /metrics; and `serve --disaggregated` refuses the flag rather than ignore it.
+// tenant, cached pages reported in /metrics (test/disagg/prefix-cache.test.ts does the same for a cluster).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { RunningServer } from '../../src/launch/colocated-server.js';

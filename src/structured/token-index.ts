@@ -1,0 +1,164 @@
+/**
+ * What constrained decoding precomputes once per vocabulary: every token's bytes, a byte trie over them (tokens that
+ * share a prefix are checked against a grammar position once for the prefix), and — lazily, per JSON-string
+ * sub-state — how each token reads inside a string. Tokens without bytes (control tokens) are in neither: a grammar
+ * never allows them; end-of-generation tokens are allowed apart, once a document is complete.
+ *
+ *   trie: root ─"─▶ n1 ─a─▶ n2 (tokens `"a`)      node arrays: byte, first child, next sibling, first token ending
+ *              └{─▶ n3 ─"─▶ n4 (tokens `{"`)       here (tokens with equal bytes chain through tokenNext)
+ */
+import { assert } from '../util/assert.js';
+import { STARTS_CHAR, STRING_SUB_COUNT, SUB, stringByte, subOf } from './json-string.js';
+
+export interface VocabularySource {
+  readonly vocabSize: number;
+  /** the token's bytes as the output text gets them (empty for control tokens) */
+  decodeBytes(ids: readonly number[]): Uint8Array;
+  isEndOfGeneration(id: number): boolean;
+}
+
+/** How each token reads from one string sub-state. */
+export interface StringScan {
+  /** 0: breaks the string; 1: stays inside it; 2: closes it (the bytes from closeAt on follow the string) */
+  kind: Uint8Array;
+  /** characters the token starts before it ends or closes the string */
+  chars: Uint16Array;
+  /** the sub-state after the token (kind 1) */
+  endSub: Uint8Array;
+  /** the offset just past the closing quote (kind 2) */
+  closeAt: Uint16Array;
+}
+
+export const STRING_CLOSES = 2;
+export const STRING_INSIDE = 1;
+
+export class TokenIndex {
+  readonly vocabSize: number;
+  /** token id's bytes at [offsets[id], offsets[id + 1]) */
+  readonly bytes: Uint8Array;
+  readonly offsets: Uint32Array;
+  readonly endOfGeneration: readonly number[];
+  /** trie nodes; node 0 is the root */
+  readonly nodeByte: Uint8Array;
+  readonly firstChild: Int32Array;
+  readonly nextSibling: Int32Array;
+  readonly firstToken: Int32Array;
+  readonly tokenNext: Int32Array;
+  private readonly scans: (StringScan | undefined)[] = new Array(STRING_SUB_COUNT).fill(undefined);
+
+  constructor(vocab: VocabularySource) {
+    const n = vocab.vocabSize;
+    this.vocabSize = n;
+    const pieces: Uint8Array[] = [];
+    this.offsets = new Uint32Array(n + 1);
+    const eog: number[] = [];
+    for (let id = 0; id < n; id++) {
+      const piece = vocab.decodeBytes([id]);
+      assert(piece.length < 0xffff, 'a token is shorter than 64 KiB');
+      pieces.push(piece);
+      this.offsets[id + 1] = this.offsets[id]! + piece.length;
+      if (vocab.isEndOfGeneration(id)) eog.push(id);
+    }
+    this.bytes = new Uint8Array(this.offsets[n]!);
+    pieces.forEach((p, id) => {
+      this.bytes.set(p, this.offsets[id]!);
+    });
+    this.endOfGeneration = eog;
+    const trie = buildTrie(this.bytes, this.offsets);
+    this.nodeByte = trie.nodeByte;
+    this.firstChild = trie.firstChild;
+    this.nextSibling = trie.nextSibling;
+    this.firstToken = trie.firstToken;
+    this.tokenNext = trie.tokenNext;
+  }
+
+  tokenLength(id: number): number {
+    return this.offsets[id + 1]! - this.offsets[id]!;
+  }
+
+  /** How every token reads from `sub` (computed on first use, then kept: 6 bytes per token per sub-state). */
+  stringScan(sub: number): StringScan {
+    assert(sub > SUB.OPEN && sub < SUB.CLOSED, 'string scans start inside a string');
+    let scan = this.scans[sub];
+    if (scan === undefined) {
+      scan = this.scanFrom(sub);
+      this.scans[sub] = scan;
+    }
+    return scan;
+  }
+
+  private scanFrom(start: number): StringScan {
+    const n = this.vocabSize;
+    const scan: StringScan = {
+      kind: new Uint8Array(n),
+      chars: new Uint16Array(n),
+      endSub: new Uint8Array(n),
+      closeAt: new Uint16Array(n),
+    };
+    for (let id = 0; id < n; id++) {
+      const from = this.offsets[id]!;
+      const to = this.offsets[id + 1]!;
+      if (from === to) continue; // control tokens never appear in a string
+      let sub = start;
+      let chars = 0;
+      let kind = STRING_INSIDE;
+      for (let i = from; i < to; i++) {
+        const step = stringByte(sub, this.bytes[i]!);
+        if (step < 0) {
+          kind = 0;
+          break;
+        }
+        if (step & STARTS_CHAR) chars++;
+        sub = subOf(step);
+        if (sub === SUB.CLOSED) {
+          kind = STRING_CLOSES;
+          scan.closeAt[id] = i + 1 - from;
+          break;
+        }
+      }
+      scan.kind[id] = kind;
+      scan.chars[id] = chars;
+      scan.endSub[id] = sub;
+    }
+    return scan;
+  }
+}
+
+function buildTrie(bytes: Uint8Array, offsets: Uint32Array) {
+  const nodeByte: number[] = [0];
+  const firstChild: number[] = [-1];
+  const nextSibling: number[] = [-1];
+  const firstToken: number[] = [-1];
+  const children = new Map<number, number>(); // node * 256 + byte → child
+  const count = offsets.length - 1;
+  const tokenNext = new Int32Array(count).fill(-1);
+  for (let id = 0; id < count; id++) {
+    const from = offsets[id]!;
+    const to = offsets[id + 1]!;
+    if (from === to) continue;
+    let node = 0;
+    for (let i = from; i < to; i++) {
+      const b = bytes[i]!;
+      let child = children.get(node * 256 + b);
+      if (child === undefined) {
+        child = nodeByte.length;
+        nodeByte.push(b);
+        firstChild.push(-1);
+        nextSibling.push(firstChild[node]!);
+        firstToken.push(-1);
+        firstChild[node] = child;
+        children.set(node * 256 + b, child);
+      }
+      node = child;
+    }
+    tokenNext[id] = firstToken[node]!;
+    firstToken[node] = id;
+  }
+  return {
+    nodeByte: Uint8Array.from(nodeByte),
+    firstChild: Int32Array.from(firstChild),
+    nextSibling: Int32Array.from(nextSibling),
+    firstToken: Int32Array.from(firstToken),
+    tokenNext,
+  };
+}
