@@ -43,7 +43,7 @@ export function nextAction(state: FlightState, event: FlightEvent): FlightAction
     case 'reserving':
       return event.kind === 'reserved'
         ? { kind: 'start_prefill', ticket: event.ticket }
-        : event.kind === 'decode_end'
+        : event.kind === 'decode_end' && event.end.kind === 'failed' // nothing can finish before it is reserved
           ? { kind: 'end', end: event.end }
           : unexpected(event);
     case 'transferring':

@@ -46,15 +46,17 @@ export class TenantGate {
   async enter(tenant: string, pages: number, timeoutMs: number, signal: AbortSignal): Promise<TenantLease> {
     assert(Number.isInteger(pages) && pages >= 1, 'a request needs at least one page');
     const limits = this.limitsOf(tenant);
-    const state = this.stateOf(tenant);
-    if (state.requests >= limits.concurrentRequestsMax) {
+    const inFlight = this.requestsOf(tenant);
+    if (inFlight >= limits.concurrentRequestsMax) {
       throw new KvfenceError(
         'rate_limit_exceeded',
-        `tenant ${tenant} already has ${state.requests} requests in flight (limit ${limits.concurrentRequestsMax})`,
+        `tenant ${tenant} already has ${inFlight} requests in flight (limit ${limits.concurrentRequestsMax})`,
       );
     }
     // the capacity proof made every quota hold the largest request; a smaller quota here is a bug, loudly
     assert(pages <= limits.kvPagesMax, `a request of ${pages} pages fits the tenant's quota of ${limits.kvPagesMax}`);
+    if (signal.aborted) throw new KvfenceError('request_cancelled', 'the client went away before its request started');
+    const state = this.stateOf(tenant);
     state.requests++;
     if (state.queue.length === 0 && state.pages + pages <= limits.kvPagesMax) {
       state.pages += pages;

@@ -1,13 +1,13 @@
 // `kvfence serve` and `kvfence keys` as an operator runs them: the capacity proof at startup, clamping, key files.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { CLI_PATH, runCli } from '../helpers/cli.js';
 import { testModelFile } from '../helpers/models.js';
 import { tempDirectory } from '../helpers/temp.js';
-import { SERVING_MODEL } from './serve-helpers.js';
+import { SERVING_MODEL, waitFor } from './serve-helpers.js';
 
 const dir = tempDirectory('kvfence-cli-serve-');
 const model = testModelFile(SERVING_MODEL);
@@ -17,7 +17,14 @@ after(() => {
 });
 
 /** Starts `kvfence serve`, resolves with its URL and everything it printed once it listens. */
-function serve(args: readonly string[]): Promise<{ url: string; output: string; stop: () => Promise<number | null> }> {
+function serve(args: readonly string[]): Promise<{
+  url: string;
+  output: string;
+  /** everything printed so far */
+  printed: () => string;
+  child: ReturnType<typeof spawn>;
+  stop: () => Promise<number | null>;
+}> {
   const child = spawn(process.execPath, [CLI_PATH, 'serve', '--port', '0', '--log-level', 'silent', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -35,7 +42,7 @@ function serve(args: readonly string[]): Promise<{ url: string; output: string; 
           child.once('exit', (code) => done(code));
           child.kill('SIGTERM');
         });
-      resolve({ url: match[1]!, output, stop });
+      resolve({ url: match[1]!, output, printed: () => output, child, stop });
     };
     child.stdout.on('data', read);
     child.stderr.on('data', read);
@@ -93,6 +100,42 @@ test('keys add + serve --api-keys --clamp-context: the key works, others get 401
     [['tiny', 64]],
   );
   assert.equal((await get('Bearer wrong-key-0123456789')).status, 401);
+  assert.equal(await server.stop(), 0);
+});
+
+test('SIGHUP re-reads the key file: a new key works without a restart; a bad file is refused and the old table stays', async () => {
+  const keyFile = join(dir, 'reload-keys.json');
+  const acme = runCli(['keys', 'add', '--tenant', 'acme', '--file', keyFile]).stdout.trim();
+  const server = await serve([
+    '--model',
+    model,
+    '--kv-pages',
+    '32',
+    '--api-keys',
+    keyFile,
+    '--incidents-db',
+    join(dir, 'r.sqlite'),
+  ]);
+  const status = async (key: string) =>
+    (
+      await fetch(`${server.url}/v1/models`, {
+        headers: { authorization: `Bearer ${key}` },
+        signal: AbortSignal.timeout(10_000),
+      })
+    ).status;
+  const hangUp = async (expected: RegExp) => {
+    server.child.kill('SIGHUP');
+    await waitFor(() => expected.test(server.printed()), `serve to print ${expected}`);
+  };
+  const beta = runCli(['keys', 'add', '--tenant', 'beta', '--file', keyFile]).stdout.trim();
+  assert.equal(await status(beta), 401, 'not read yet');
+  await hangUp(/2 tenants reloaded from/);
+  assert.equal(await status(beta), 200);
+  assert.equal(await status(acme), 200);
+
+  writeFileSync(keyFile, '{"keys": [');
+  await hangUp(/key file NOT reloaded: .* is not JSON/);
+  assert.equal(await status(beta), 200, 'the running table stays');
   assert.equal(await server.stop(), 0);
 });
 

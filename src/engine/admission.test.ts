@@ -1,0 +1,190 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { KvfenceError } from '../util/errors.js';
+import {
+  type AdmissionCandidate,
+  type AdmissionRoom,
+  checkFits,
+  contextError,
+  pickAdmissions,
+  validateRequest,
+} from './admission.js';
+import type { GenerationRequest } from './request.js';
+import { GREEDY } from './sampler.js';
+
+const BOUNDS = { provenContext: 16, vocabSize: 100 };
+
+function request(overrides: Partial<GenerationRequest> = {}): GenerationRequest {
+  return {
+    id: 'r1',
+    tenant: 'acme',
+    promptTokens: [1, 2, 3],
+    maxTokens: 4,
+    sampling: GREEDY,
+    topLogprobs: 0,
+    tenantKvPagesMax: 8,
+    ...overrides,
+  };
+}
+
+/** Asserts that `fn` throws a KvfenceError with this code (and param, when given). */
+function throwsCode(fn: () => void, code: string, param?: string): void {
+  assert.throws(fn, (error: unknown) => {
+    assert.ok(error instanceof KvfenceError, `not a KvfenceError: ${String(error)}`);
+    assert.equal(error.code, code);
+    if (param !== undefined) assert.equal(error.param, param);
+    return true;
+  });
+}
+
+test('contextError: prompt + maxTokens may reach the context exactly, not one past it', () => {
+  assert.equal(contextError(10, 6, 16, 'prompt'), undefined);
+  const over = contextError(10, 7, 16, 'prompt');
+  assert.ok(over instanceof KvfenceError);
+  assert.equal(over.code, 'context_length_exceeded');
+  assert.equal(over.param, 'prompt');
+  assert.equal(
+    over.message,
+    "This model's maximum context length is 16 tokens. However, you requested 17 tokens " +
+      '(10 in the prompt, 7 in the completion). Please reduce the length of the prompt or the completion.',
+  );
+  const none = contextError(3, 0, 16, 'messages');
+  assert.ok(none instanceof KvfenceError, 'maxTokens 0 never fits');
+  assert.equal(none.code, 'context_length_exceeded');
+  assert.equal(none.param, 'messages');
+  assert.match(none.message, /you requested 4 tokens \(3 in the messages, 1 in the completion\)/);
+});
+
+test('validateRequest refuses each malformed request with its own code and param', () => {
+  validateRequest(request(), BOUNDS);
+  validateRequest(request({ promptTokens: [0, 99], maxTokens: 14 }), BOUNDS); // ids at both ends, context exactly
+  throwsCode(() => validateRequest(request({ promptTokens: [] }), BOUNDS), 'invalid_request_error', 'prompt');
+  throwsCode(() => validateRequest(request({ maxTokens: 0 }), BOUNDS), 'invalid_request_error', 'max_tokens');
+  throwsCode(() => validateRequest(request({ maxTokens: 1.5 }), BOUNDS), 'invalid_request_error', 'max_tokens');
+  for (const id of [100, -1, 2.5, Number.NaN]) {
+    throwsCode(() => validateRequest(request({ promptTokens: [1, id] }), BOUNDS), 'invalid_request_error', 'prompt');
+  }
+  throwsCode(
+    () => validateRequest(request({ promptTokens: [1, 2, 3], maxTokens: 14 }), BOUNDS),
+    'context_length_exceeded',
+    'messages',
+  );
+  throwsCode(() => validateRequest(request({ tenantKvPagesMax: 0 }), BOUNDS), 'invalid_request_error');
+  throwsCode(() => validateRequest(request({ tenantKvPagesMax: 1.5 }), BOUNDS), 'invalid_request_error');
+});
+
+test('checkFits: a request larger than the pool or its tenant quota fails as kv_capacity_exceeded', () => {
+  checkFits(8, 8, 8, 'decode');
+  throwsCode(() => checkFits(9, 8, 100, 'decode'), 'kv_capacity_exceeded');
+  assert.throws(() => checkFits(9, 8, 100, 'decode'), /needs 9 KV pages but the decode pool has only 8/);
+  throwsCode(() => checkFits(5, 100, 4, 'decode'), 'kv_capacity_exceeded');
+  assert.throws(() => checkFits(5, 100, 4, 'decode'), /needs 5 KV pages but its tenant's quota is 4/);
+});
+
+interface Candidate extends AdmissionCandidate {
+  readonly name: string;
+}
+
+const candidate = (name: string, pagesNeeded: number, tenantPagesMax = 100): Candidate => ({
+  name,
+  tenant: name[0]!,
+  pagesNeeded,
+  tenantPagesMax,
+});
+
+function room(freePages: number, held: Record<string, number> = {}, runningMax = 100, running = 0): AdmissionRoom {
+  return { running, runningMax, freePages, pagesOfTenant: (tenant) => held[tenant] ?? 0 };
+}
+
+const names = (admitted: readonly Candidate[]) => admitted.map((c) => c.name);
+
+test('a tenant at its quota waits in its own order while other tenants pass', () => {
+  const queue = [candidate('a1', 2, 10), candidate('a2', 1, 10), candidate('b1', 3), candidate('a3', 1, 10)];
+  queue.push(candidate('c1', 3));
+  // a holds 9 of 10: a1 (2) does not fit its quota; a2 and a3 (1 each) would, but must not pass a1
+  assert.deepEqual(names(pickAdmissions(queue, room(50, { a: 9 }))), ['b1', 'c1']);
+  assert.deepEqual(names(pickAdmissions(queue, room(50, { a: 0 }))), ['a1', 'a2', 'b1', 'a3', 'c1']);
+});
+
+test('a request larger than the free pages stops admission for everyone behind it', () => {
+  const queue = [candidate('b0', 1), candidate('a1', 6), candidate('b1', 1), candidate('c1', 1)];
+  assert.deepEqual(names(pickAdmissions(queue, room(5))), ['b0']);
+  assert.deepEqual(names(pickAdmissions(queue, room(7))), ['b0', 'a1']);
+});
+
+test('runningMax bounds the number admitted, counting those already running', () => {
+  const queue = [candidate('a1', 1), candidate('b1', 1), candidate('c1', 1), candidate('d1', 1)];
+  assert.deepEqual(names(pickAdmissions(queue, room(50, {}, 3, 1))), ['a1', 'b1']);
+  assert.deepEqual(pickAdmissions(queue, room(50, {}, 3, 3)), []);
+});
+
+test('pages admitted in the same pass count against the tenant quota and the free pages', () => {
+  // a's quota is 5 and it holds 1: a1 (2) fits, a2 (2) fits (1+2+2 = 5), a3 (1) does not (6)
+  const quota = [candidate('a1', 2, 5), candidate('a2', 2, 5), candidate('a3', 1, 5), candidate('b1', 1)];
+  assert.deepEqual(names(pickAdmissions(quota, room(50, { a: 1 }))), ['a1', 'a2', 'b1']);
+  // 6 pages free: a1 (3) and b1 (3) take them all; c1 (1) no longer fits and stops the pass
+  const pool = [candidate('a1', 3), candidate('b1', 3), candidate('c1', 1)];
+  assert.deepEqual(names(pickAdmissions(pool, room(6))), ['a1', 'b1']);
+});
+
+test('property: admission respects free pages, runningMax, quotas, arrival order and each tenant order', () => {
+  const TENANTS = ['a', 'b', 'c'];
+  const scenario = fc.record({
+    queue: fc.array(fc.record({ tenant: fc.constantFrom(...TENANTS), pagesNeeded: fc.integer({ min: 1, max: 5 }) }), {
+      maxLength: 12,
+      size: 'max',
+    }),
+    quota: fc.record({
+      a: fc.integer({ min: 1, max: 12 }),
+      b: fc.integer({ min: 1, max: 12 }),
+      c: fc.integer({ min: 1, max: 12 }),
+    }),
+    held: fc.record({ a: fc.nat(5), b: fc.nat(5), c: fc.nat(5) }),
+    freePages: fc.nat(24),
+    running: fc.nat(2),
+    runningMax: fc.integer({ min: 1, max: 8 }),
+  });
+  let admittedTotal = 0;
+  let passed = 0; // runs where a later request was admitted while an earlier one waited
+  fc.assert(
+    fc.property(scenario, (s) => {
+      const quota: Record<string, number> = s.quota;
+      const held: Record<string, number> = s.held;
+      const queue = s.queue.map((q, i) => ({ ...q, name: `${q.tenant}${i}`, tenantPagesMax: quota[q.tenant]! }));
+      const pagesHeld = (tenant: string) => held[tenant]!;
+      const admitted = pickAdmissions(queue, { ...s, pagesOfTenant: pagesHeld });
+      admittedTotal += admitted.length;
+      const positions = admitted.map((c) => queue.indexOf(c));
+      if (positions.some((p, i) => p !== i)) passed++;
+      assert.deepEqual(
+        positions,
+        [...positions].sort((x, y) => x - y),
+        'arrival order',
+      );
+      assert.equal(new Set(positions).size, positions.length, 'each candidate once');
+      assert.ok(admitted.reduce((sum, c) => sum + c.pagesNeeded, 0) <= s.freePages, 'free pages');
+      assert.ok(admitted.length <= Math.max(0, s.runningMax - s.running), 'runningMax');
+      for (const tenant of TENANTS) {
+        const mine = admitted.filter((c) => c.tenant === tenant);
+        const added = mine.reduce((sum, c) => sum + c.pagesNeeded, 0);
+        if (mine.length > 0) assert.ok(pagesHeld(tenant) + added <= quota[tenant]!, `quota of ${tenant}`);
+        // the tenant's admitted requests are a prefix of its queued ones: none passed an earlier one that waits
+        const queued = queue.filter((c) => c.tenant === tenant);
+        assert.deepEqual(mine, queued.slice(0, mine.length), `order of ${tenant}`);
+      }
+      // not vacuous: a head that fits everything is admitted
+      const head = queue[0];
+      if (
+        head !== undefined &&
+        s.running < s.runningMax &&
+        head.pagesNeeded <= s.freePages &&
+        pagesHeld(head.tenant) + head.pagesNeeded <= head.tenantPagesMax
+      ) {
+        assert.equal(admitted[0], head, 'a head that fits is admitted');
+      }
+    }),
+    { numRuns: 500, seed: 20260610 },
+  );
+  assert.ok(admittedTotal > 350 && passed > 100, `admitted: ${admittedTotal}, runs with a pass: ${passed}`);
+});
