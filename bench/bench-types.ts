@@ -1,10 +1,11 @@
 /** What the benchmark workers receive and report; shared by run.ts and both workers. */
-import type { WeightDType } from '../src/model/gguf-types.js';
+import type { ModelFileType } from '../src/model/quant-mix.js';
 import type { TestPreset } from '../src/model/test-model.js';
 
 export interface BenchModel {
   preset: TestPreset;
-  dtype: WeightDType;
+  /** a weight type or a llama-quantize mix (src/model/quant-mix.ts) */
+  dtype: ModelFileType;
 }
 
 export interface BenchJob {

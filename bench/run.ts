@@ -15,7 +15,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ensureGeneratedModel } from '../src/model/default-model.js';
 import { readGgufHeader } from '../src/model/gguf-read.js';
+import { GGML_TYPE_CODES } from '../src/model/gguf-types.js';
 import { modelConfigFromGguf } from '../src/model/model-config.js';
+import { QUANT_MIXES } from '../src/model/quant-mix.js';
 import {
   type BenchJob,
   type BenchModel,
@@ -26,7 +28,7 @@ import {
 import { type ModelResult, renderTable } from './report.js';
 
 const CACHE = join('.cache', 'bench');
-const ALL_MODELS = ['15m-f32', '15m-f16', '15m-q8_0', '135m-f32', '135m-f16', '135m-q8_0'];
+const ALL_MODELS = ['15m-f32', '15m-f16', '15m-q8_0', '135m-f32', '135m-f16', '135m-q8_0', '135m-q4_k_m', '135m-q6_k'];
 
 const { values } = parseArgs({
   options: {
@@ -50,9 +52,10 @@ function positive(name: string, text: string): number {
 }
 
 function parseModel(spec: string): BenchModel {
-  const match = /^(15m|135m|tiny)-(f32|f16|bf16|q8_0)$/.exec(spec);
-  if (match === null)
-    throw new Error(`unknown model ${spec}; use e.g. 135m-f16 (presets 15m, 135m; f32, f16, bf16, q8_0)`);
+  const match = /^(15m|135m|small|tiny)-(\w+)$/.exec(spec);
+  const fileTypes: readonly string[] = [...Object.keys(GGML_TYPE_CODES), ...QUANT_MIXES];
+  if (match === null || !fileTypes.includes(match[2]!))
+    throw new Error(`unknown model ${spec}; use e.g. 135m-f16 (presets 15m, 135m; ${fileTypes.join(', ')})`);
   return { preset: match[1] as BenchModel['preset'], dtype: match[2] as BenchModel['dtype'] };
 }
 

@@ -119,11 +119,25 @@ WeightArg weightArg(const Napi::CallbackInfo& info, size_t dataIndex, size_t typ
       expect(s.length, count);
       return {s.data, static_cast<WeightType>(code), {reinterpret_cast<const uint8_t*>(s.data), s.bytes()}};
     }
-    case WeightType::q8_0: {
-      if (inDim % kQ8BlockSize != 0) throwRange(env, "q8_0 rows must be whole blocks of 32 values");
-      const auto s = typedArrayArg<uint8_t>(info, dataIndex, napi_uint8_array, "Uint8Array", "q8_0 weight data");
-      expect(s.length, count / kQ8BlockSize * kQ8BlockBytes);
-      return {s.data, WeightType::q8_0, {s.data, s.length}};
+    case WeightType::q8_0:
+    case WeightType::q4_0:
+    case WeightType::q4_1:
+    case WeightType::q5_0:
+    case WeightType::q5_1:
+    case WeightType::q2_k:
+    case WeightType::q3_k:
+    case WeightType::q4_k:
+    case WeightType::q5_k:
+    case WeightType::q6_k: {
+      const auto type = static_cast<WeightType>(code);
+      const BlockShape shape = blockShape(type);
+      if (inDim % shape.size != 0) {
+        throwRange(env, "rows of weight type " + std::to_string(code) + " must be whole blocks of " + std::to_string(shape.size) +
+                            " values");
+      }
+      const auto s = typedArrayArg<uint8_t>(info, dataIndex, napi_uint8_array, "Uint8Array", "quantized weight data");
+      expect(s.length, count / shape.size * shape.bytes);
+      return {s.data, type, {s.data, s.length}};
     }
   }
   throwRange(env, "unsupported weight type code " + std::to_string(code));
@@ -204,7 +218,7 @@ class Context : public Napi::ObjectWrap<Context> {
   }
 
   // attention(out, q, rowCount, kvLengths, pageTables, pageTableStarts,
-  //           layer, layerCount, headCount, kvHeadCount, headDim, pageSize, kvDim, floatsPerPage, arena)
+  //           layer, layerCount, headCount, kvHeadCount, headDim, pageSize, kvDim, floatsPerPage, arena, kvStarts)
   Napi::Value Attention(const Napi::CallbackInfo& info) {
     const Napi::Env env = info.Env();
     const KernelTable& k = kernels(env);
@@ -223,6 +237,7 @@ class Context : public Napi::ObjectWrap<Context> {
     const int64_t kvDim = integerArg(info, 12, "kvDim", 1, kDimMax);
     const int64_t floatsPerPage = integerArg(info, 13, "floatsPerPage", 1, int64_t{1} << 40);
     const auto arena = floatsArg(info, 14, "arena");
+    const auto kvStarts = int32sArg(info, 15, "kvStarts");
     if (headCount % kvHeadCount != 0) throwRange(env, "headCount must be a multiple of kvHeadCount");
     if (kvDim != kvHeadCount * headDim) throwRange(env, "kvDim must be kvHeadCount * headDim");
     if (floatsPerPage != layerCount * 2 * pageSize * kvDim) throwRange(env, "floatsPerPage does not match the layout");
@@ -231,6 +246,7 @@ class Context : public Napi::ObjectWrap<Context> {
     requireLength(env, out.length, rowCount * qDim, "out");
     requireLength(env, kvLengths.length, rowCount, "kvLengths");
     requireLength(env, pageTableStarts.length, rowCount, "pageTableStarts");
+    requireLength(env, kvStarts.length, rowCount, "kvStarts");
     requireDisjoint(env, out, q, "out", "q");
     requireDisjoint(env, out, arena, "out", "the arena");
     const int64_t pageCount = static_cast<int64_t>(arena.length) / floatsPerPage;
@@ -238,7 +254,8 @@ class Context : public Napi::ObjectWrap<Context> {
     for (int64_t r = 0; r < rowCount; r++) {
       const int64_t kvLength = kvLengths.data[r];
       const int64_t start = pageTableStarts.data[r];
-      if (kvLength < 1) throwRange(env, "row " + std::to_string(r) + " attends over no positions");
+      const int64_t kvStart = kvStarts.data[r];
+      if (kvStart < 0 || kvStart >= kvLength) throwRange(env, "row " + std::to_string(r) + " attends over no positions");
       const int64_t pages = (kvLength + pageSize - 1) / pageSize;
       if (start < 0 || start + pages > static_cast<int64_t>(pageTables.length)) {
         throwRange(env, "row " + std::to_string(r) + "'s page table runs past pageTables");
@@ -250,14 +267,14 @@ class Context : public Napi::ObjectWrap<Context> {
                               std::to_string(pageCount) + " pages");
         }
       }
-      work += kvLength;
+      work += kvLength - kvStart;
     }
     counts_[kAttention]++;
     struct Job {
       AttentionArgs args;
       const KernelTable* k;
     };
-    const Job job{{out.data, q.data, arena.data, kvLengths.data, pageTables.data, pageTableStarts.data,
+    const Job job{{out.data, q.data, arena.data, kvLengths.data, kvStarts.data, pageTables.data, pageTableStarts.data,
                    static_cast<int32_t>(layer), static_cast<int32_t>(headCount), static_cast<int32_t>(kvHeadCount),
                    static_cast<int32_t>(headDim), static_cast<int32_t>(pageSize), static_cast<int32_t>(kvDim), floatsPerPage},
                   &k};
@@ -480,7 +497,7 @@ class Context : public Napi::ObjectWrap<Context> {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Context", Context::Define(env));
-  exports.Set("abiVersion", Napi::Number::New(env, 1));
+  exports.Set("abiVersion", Napi::Number::New(env, 2));
   return exports;
 }
 

@@ -15,10 +15,56 @@
 namespace kvf {
 
 // ggml's type codes, as in src/model/gguf-types.ts GGML_TYPE_CODES.
-enum class WeightType : int32_t { f32 = 0, f16 = 1, q8_0 = 8, bf16 = 30 };
+enum class WeightType : int32_t {
+  f32 = 0,
+  f16 = 1,
+  q4_0 = 2,
+  q4_1 = 3,
+  q5_0 = 6,
+  q5_1 = 7,
+  q8_0 = 8,
+  q2_k = 10,
+  q3_k = 11,
+  q4_k = 12,
+  q5_k = 13,
+  q6_k = 14,
+  bf16 = 30,
+};
 
 constexpr int kQ8BlockSize = 32;
 constexpr int kQ8BlockBytes = 34;
+
+// values and bytes per block of the block types (ggml-common.h); {1, 0} for the float types and unknown codes
+struct BlockShape {
+  int size;
+  int bytes;
+};
+constexpr BlockShape blockShape(WeightType t) {
+  switch (t) {
+    case WeightType::q4_0:
+      return {32, 18};
+    case WeightType::q4_1:
+      return {32, 20};
+    case WeightType::q5_0:
+      return {32, 22};
+    case WeightType::q5_1:
+      return {32, 24};
+    case WeightType::q8_0:
+      return {32, 34};
+    case WeightType::q2_k:
+      return {256, 84};
+    case WeightType::q3_k:
+      return {256, 110};
+    case WeightType::q4_k:
+      return {256, 144};
+    case WeightType::q5_k:
+      return {256, 176};
+    case WeightType::q6_k:
+      return {256, 210};
+    default:
+      return {1, 0};
+  }
+}
 constexpr int kHeadDimMax = 1024;      // attention keeps its heads' accumulators on the stack
 constexpr int kAttentionHeadsMax = 4;  // query heads of one KV head that one attention call handles together
 
@@ -37,6 +83,7 @@ struct AttentionArgs {
   const float* q;                 // (rowCount, headCount*headDim)
   const float* arena;             // the KV pool's arena
   const int32_t* kvLengths;       // (rowCount)
+  const int32_t* kvStarts;        // (rowCount): row r attends over positions [kvStarts[r], kvLengths[r])
   const int32_t* pageTables;      // concatenated page tables
   const int32_t* pageTableStarts; // (rowCount)
   int32_t layer;

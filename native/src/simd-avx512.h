@@ -29,6 +29,11 @@ static inline V16 vloadQ8(const int8_t* q, float d) {
   const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
   return {_mm512_mul_ps(f, _mm512_set1_ps(d))};
 }
+// d * q for the 16 int8 values packed little-endian in lo (lanes 0..7) and hi (lanes 8..15): vloadQ8 from registers
+static inline V16 vmulI8(uint64_t lo, uint64_t hi, float d) {
+  const __m128i b = _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
+  return {_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), _mm512_set1_ps(d))};
+}
 static inline float f16Scalar(uint16_t h) { return _cvtsh_ss(h); }
 
 static inline V16 vadd(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }

@@ -1,22 +1,35 @@
 /**
- * `kvfence audit`: runs the five scenarios against an OpenAI-compatible endpoint, in an order that lets a leak caused
- * by one scenario show in a later one (the canary scan runs last, over every response of the audit):
- *   discover (/v1/models with every tenant's key) → noninterference (solo baselines, then under load) → canaries →
- *   context boundary → interruptions → storms → canary scan.
+ * `kvfence audit`: runs the selected scenarios against an OpenAI-compatible endpoint, in an order that lets a leak
+ * caused by one scenario show in a later one (the canary scan runs last, over every response of the audit):
+ *   discover (/v1/models with every tenant's key) → prompt cache (timing: first, on a quiet endpoint) →
+ *   noninterference (solo baselines, then under load) → canaries → context boundary → interruptions → storms →
+ *   noisy neighbour (opt-in: it floods) → canary scan.
+ * Interruptions and storms compare with noninterference's solo answers: selecting either runs noninterference too.
  */
 import { KvfenceError } from '../util/errors.js';
 import { AuditContext, type AuditSettings } from './audit-context.js';
 import { BudgetExhausted, CallBudget } from './call-budget.js';
 import { CanaryIndex } from './canary.js';
 import { type ApiDialect, type CallRecord, Endpoint } from './endpoint.js';
-import { exitCodeOf, newScenario, SCENARIOS, type ScenarioName, type ScenarioResult, settle } from './findings.js';
+import {
+  DEFAULT_SCENARIOS,
+  exitCodeOf,
+  newScenario,
+  SCENARIOS,
+  type ScenarioName,
+  type ScenarioResult,
+  settle,
+} from './findings.js';
 import type { AuditTenant } from './keys-file.js';
 import { Progress, type ProgressSink } from './progress.js';
 import { runCanaryTraffic, scanForLeaks } from './scenario-canaries.js';
 import { advertisedContext, runContextBoundary } from './scenario-context.js';
 import { runInterruptions } from './scenario-interruptions.js';
+import { runNoisyNeighbour } from './scenario-noisy-neighbour.js';
 import { runNoninterference } from './scenario-noninterference.js';
+import { runPromptCache } from './scenario-prompt-cache.js';
 import { runStorms } from './scenario-storms.js';
+import type { AuditTiming } from './timing-data.js';
 
 export interface AuditOptions extends AuditSettings {
   target: string;
@@ -29,6 +42,8 @@ export interface AuditOptions extends AuditSettings {
   responseBytesMax: number;
   /** characters of another tenant's marker that make a leak */
   matchChars: number;
+  /** scenarios to run (default: DEFAULT_SCENARIOS) */
+  scenarios?: readonly ScenarioName[];
 }
 
 export interface AuditReport {
@@ -43,7 +58,11 @@ export interface AuditReport {
   requests: number;
   verdict: 'clean' | 'cannot_certify' | 'findings';
   exitCode: number;
+  /** the --logprob-tolerance setting and the tolerance in force ('auto' measures it) */
+  logprobTolerance: { setting: number | 'auto'; used: number };
   scenarios: ScenarioResult[];
+  /** the timing scenarios' measurements (plotted by the HTML report) */
+  timing: AuditTiming;
   /** the calls named by findings (text cut to 500 characters) */
   calls: Record<string, unknown>[];
 }
@@ -79,17 +98,32 @@ export async function runAudit(options: AuditOptions, progressSink: ProgressSink
     } else results.set(name, result);
     progress.end(result.verdict, result.findings.length);
   };
-  await step('noninterference', () => runNoninterference(ctx));
-  await step('canaries', () => runCanaryTraffic(ctx, 3));
-  await step('context', () => runContextBoundary(ctx, context));
-  await step('interruptions', () => runInterruptions(ctx, Math.max(2, tenantCount * 2)));
-  await step('storms', () => runStorms(ctx, 2));
-  const canary = results.get('canaries') ?? newScenario('canaries');
-  progress.start('canary scan', 0);
-  scanForLeaks(canaries, endpoint.records, canary);
-  canary.notes.unshift(`${endpoint.records.length} responses scanned for ${canaries.markerCount} markers`);
-  progress.end(canary.verdict, canary.findings.length);
+  const selected = selectedScenarios(options.scenarios ?? DEFAULT_SCENARIOS);
+  const when = async (name: ScenarioName, run: () => Promise<ScenarioResult>) => {
+    if (selected.has(name)) await step(name, run);
+  };
+  await when('prompt_cache', () => runPromptCache(ctx, context));
+  await when('noninterference', () => runNoninterference(ctx));
+  await when('canaries', () => runCanaryTraffic(ctx, 3));
+  await when('context', () => runContextBoundary(ctx, context));
+  await when('interruptions', () => runInterruptions(ctx, Math.max(2, tenantCount * 2)));
+  await when('storms', () => runStorms(ctx, 2));
+  await when('noisy_neighbour', () => runNoisyNeighbour(ctx, context));
+  if (selected.has('canaries')) {
+    const canary = results.get('canaries') ?? newScenario('canaries');
+    progress.start('canary scan', 0);
+    scanForLeaks(canaries, endpoint.records, canary);
+    canary.notes.unshift(`${endpoint.records.length} responses scanned for ${canaries.markerCount} markers`);
+    progress.end(canary.verdict, canary.findings.length);
+  }
   progress.close();
+  for (const name of SCENARIOS) {
+    if (results.has(name)) continue;
+    const skipped = newScenario(name);
+    skipped.verdict = 'skipped';
+    skipped.notes.push(name === 'noisy_neighbour' ? 'opt-in: --scenarios ...,noisy_neighbour' : 'not in --scenarios');
+    results.set(name, skipped);
+  }
   const scenarios = SCENARIOS.map((name) => results.get(name) ?? newScenario(name));
   const exitCode = exitCodeOf(scenarios);
   return {
@@ -104,9 +138,18 @@ export async function runAudit(options: AuditOptions, progressSink: ProgressSink
     requests: endpoint.callCount,
     verdict: exitCode === 0 ? 'clean' : scenarios.some((s) => s.verdict === 'finding') ? 'findings' : 'cannot_certify',
     exitCode,
+    logprobTolerance: { setting: options.logprobTolerance, used: ctx.logprobTolerance },
     scenarios,
+    timing: ctx.timing,
     calls: namedCalls(scenarios, endpoint.records),
   };
+}
+
+/** The selection, with noninterference added when interruptions or storms need its solo answers. */
+function selectedScenarios(names: readonly ScenarioName[]): Set<ScenarioName> {
+  const selected = new Set(names);
+  if (selected.has('interruptions') || selected.has('storms')) selected.add('noninterference');
+  return selected;
 }
 
 function endpointOptions(options: AuditOptions) {
@@ -158,6 +201,8 @@ function namedCalls(scenarios: readonly ScenarioResult[], records: readonly Call
       promptExcerpt: r.prompt.slice(0, 500),
       text: r.text.slice(0, 500),
       deltas: r.deltas.length,
+      elapsedMs: Math.round(r.elapsedMs * 10) / 10,
+      firstTokenMs: r.firstTokenMs === undefined ? null : Math.round(r.firstTokenMs * 10) / 10,
       tokens: r.tokens.slice(0, 64),
       logprobs: r.logprobs.slice(0, 64),
       promptTokens: r.promptTokens ?? null,

@@ -32,6 +32,12 @@ export interface CallSpec {
   greedy: boolean;
   /** cancel the request (AbortController) once this many non-empty deltas arrived */
   abortAfterDeltas?: number;
+  /** ask for logprobs even when not greedy (default: only greedy requests do) */
+  logprobs?: boolean;
+  /** a stream the client does not read: after the headers it reads nothing for this long, then cancels */
+  unreadForMs?: number;
+  /** cancels the request when it fires, like a client going away (the noisy-neighbour scenario's end of phase) */
+  stop?: AbortSignal;
 }
 
 export interface CallRecord {
@@ -60,6 +66,8 @@ export interface CallRecord {
   timedOut: boolean;
   truncated: boolean;
   elapsedMs: number;
+  /** ms from sending the request to the first streamed event carrying text or a token (time to first token) */
+  firstTokenMs: number | undefined;
 }
 
 /** A successful completion: 200, whole, no error event. */
@@ -134,6 +142,7 @@ export class Endpoint {
       timedOut: false,
       truncated: false,
       elapsedMs: 0,
+      firstTokenMs: undefined,
     };
     this.records.push(record);
     const controller = new AbortController();
@@ -141,6 +150,12 @@ export class Endpoint {
       record.timedOut = true;
       controller.abort();
     }, this.options.timeoutMs);
+    const onStop = () => {
+      record.abortedByClient = true;
+      controller.abort();
+    };
+    spec.stop?.addEventListener('abort', onStop);
+    if (spec.stop?.aborted === true) onStop();
     const started = performance.now();
     try {
       const response = await fetch(`${this.base}/${this.options.api === 'chat' ? 'chat/completions' : 'completions'}`, {
@@ -155,8 +170,12 @@ export class Endpoint {
         const piece = parseCompletionJson(parseJsonText(record.errorBody));
         record.errorCode = piece.errorCode ?? `http_${response.status}`;
         record.errorMessage = piece.errorMessage ?? record.errorBody.slice(0, 300);
+      } else if (spec.unreadForMs !== undefined) {
+        await leaveUnread(spec.unreadForMs, spec.stop);
+        record.abortedByClient = true;
+        controller.abort();
       } else if (spec.stream && (response.headers.get('content-type') ?? '').includes('text/event-stream')) {
-        await this.readStream(response, record, spec, controller);
+        await this.readStream(response, record, spec, controller, started);
       } else {
         const text = await this.readText(response, record);
         const json = parseJsonText(text);
@@ -172,6 +191,7 @@ export class Endpoint {
       }
     } finally {
       clearTimeout(timer);
+      spec.stop?.removeEventListener('abort', onStop);
       record.elapsedMs = performance.now() - started;
     }
     return record;
@@ -185,14 +205,15 @@ export class Endpoint {
       seed: this.options.seed,
     };
     if (spec.greedy) common['temperature'] = 0;
+    const logprobs = spec.logprobs ?? spec.greedy;
     if (this.options.api === 'chat') {
       return {
         ...common,
         messages: [{ role: 'user', content: spec.prompt }],
-        ...(spec.greedy ? { logprobs: true, top_logprobs: 1 } : {}),
+        ...(logprobs ? { logprobs: true, top_logprobs: 1 } : {}),
       };
     }
-    return { ...common, prompt: spec.prompt, ...(spec.greedy ? { logprobs: 1 } : {}) };
+    return { ...common, prompt: spec.prompt, ...(logprobs ? { logprobs: 1 } : {}) };
   }
 
   private apply(record: CallRecord, piece: ParsedPiece, whole: boolean): void {
@@ -217,6 +238,7 @@ export class Endpoint {
     record: CallRecord,
     spec: CallSpec,
     controller: AbortController,
+    started: number,
   ): Promise<void> {
     const sse = new SseReader(this.options.responseBytesMax);
     const handle = (events: string[]): boolean => {
@@ -228,7 +250,11 @@ export class Endpoint {
           record.errorBody += data.slice(0, 1000);
           continue;
         }
-        this.apply(record, parseCompletionJson(json), false);
+        const piece = parseCompletionJson(json);
+        if (record.firstTokenMs === undefined && (piece.text !== '' || piece.tokens.length > 0)) {
+          record.firstTokenMs = performance.now() - started;
+        }
+        this.apply(record, piece, false);
         if (spec.abortAfterDeltas !== undefined && record.deltas.length >= spec.abortAfterDeltas) {
           record.abortedByClient = true;
           controller.abort();
@@ -312,4 +338,18 @@ export class Endpoint {
       clearTimeout(timer);
     }
   }
+}
+
+/** Waits `ms` (or until `stop` fires) without reading: the server's writes pile up in its buffers. */
+function leaveUnread(ms: number, stop: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (stop?.aborted === true) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      stop?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    stop?.addEventListener('abort', done);
+  });
 }

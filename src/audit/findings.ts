@@ -3,8 +3,19 @@
  * answer, an oversize prompt served); "cannot certify" means the auditor could not decide (the endpoint is not
  * deterministic even alone, gives no token counts, refused everything…): neither a pass nor a finding.
  */
-export const SCENARIOS = ['canaries', 'noninterference', 'context', 'interruptions', 'storms'] as const;
+export const SCENARIOS = [
+  'canaries',
+  'noninterference',
+  'context',
+  'interruptions',
+  'storms',
+  'prompt_cache',
+  'noisy_neighbour',
+] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
+
+/** What runs without --scenarios: noisy_neighbour loads the target on purpose, so it runs only when asked for. */
+export const DEFAULT_SCENARIOS: readonly ScenarioName[] = SCENARIOS.filter((s) => s !== 'noisy_neighbour');
 
 export type FindingKind =
   | 'canary_leak'
@@ -15,7 +26,9 @@ export type FindingKind =
   | 'interruption_wrong_answer'
   | 'interruption_wrong_status'
   | 'storm_wrong_answer'
-  | 'storm_wrong_status';
+  | 'storm_wrong_status'
+  | 'prompt_cache_shared_across_tenants'
+  | 'noisy_neighbour_slowdown';
 
 export interface Finding {
   readonly kind: FindingKind;

@@ -68,7 +68,7 @@ export async function runInterruptions(ctx: AuditContext, rounds: number): Promi
       return;
     }
     compared++;
-    const difference = compareAnswers(probe.baseline!, record, ctx.settings.logprobTolerance);
+    const difference = compareAnswers(probe.baseline!, record, ctx.logprobTolerance);
     if (difference === undefined) return;
     result.findings.push({
       kind: 'interruption_wrong_answer',

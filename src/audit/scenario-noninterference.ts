@@ -1,38 +1,87 @@
 /**
- * Noninterference (I7): each probe runs alone twice (greedy, fixed seed, logprobs). Two solo runs that differ mean the
+ * Noninterference (I7): each probe runs alone twice (greedy, fixed seed, logprobs; three times with
+ * --logprob-tolerance auto, which measures the solo-run jitter first). Solo runs that differ mean the
  * endpoint is not deterministic even alone: "cannot certify", not a leak. Then every probe runs again among a mixed
  * concurrent load of all tenants; its tokens and logprobs must equal the solo answer.
  */
-import { type AuditContext, compareAnswers, isBusy, type Probe } from './audit-context.js';
-import { completed } from './endpoint.js';
+import { type AnswerDifference, type AuditContext, compareAnswers, isBusy, type Probe } from './audit-context.js';
+import { type CallRecord, completed } from './endpoint.js';
 import { newScenario, type ScenarioResult, settle } from './findings.js';
 
-/** Measures the probes' solo answers (used by this and later scenarios). */
+/** 'auto' tolerance: this many times the largest logprob difference seen between solo runs of one probe. */
+export const AUTO_TOLERANCE_FACTOR = 4;
+
+/**
+ * Measures the probes' solo answers (used by this and later scenarios): two solo runs each, three with
+ * --logprob-tolerance auto, which sets the tolerance from the largest logprob jitter between solo runs whose tokens
+ * agree (a different token alone is never tolerated).
+ */
 export async function measureBaselines(ctx: AuditContext, result: ScenarioResult): Promise<void> {
+  const auto = ctx.settings.logprobTolerance === 'auto';
+  const runs = auto ? 3 : 2;
   let unstable = 0;
+  let jitter = 0;
+  const stable: { probe: Probe; first: CallRecord; rest: CallRecord[] }[] = [];
   for (const probe of ctx.probes) {
-    const first = await ctx.call(ctx.probeSpec(probe, 'noninterference', 'solo 1/2'), result, probe.marker);
-    const second = await ctx.call(ctx.probeSpec(probe, 'noninterference', 'solo 2/2'), result, probe.marker);
-    if (!completed(first) || !completed(second)) {
+    const records: CallRecord[] = [];
+    for (let i = 1; i <= runs; i++) {
+      records.push(await ctx.call(ctx.probeSpec(probe, 'noninterference', `solo ${i}/${runs}`), result, probe.marker));
+    }
+    const failed = records.filter((r) => !completed(r));
+    if (failed.length > 0) {
       result.notes.push(
-        `probe ${probe.index} (${probe.tenant.name}) failed alone: status ${first.status}/${second.status} ` +
-          `${first.errorCode ?? second.errorCode ?? ''}`.trimEnd(),
+        `probe ${probe.index} (${probe.tenant.name}) failed alone: status ${records.map((r) => r.status).join('/')} ` +
+          `${failed[0]!.errorCode ?? ''}`.trimEnd(),
       );
       continue;
     }
-    const difference = compareAnswers(first, second, ctx.settings.logprobTolerance);
+    const [first, ...rest] = records as [CallRecord, ...CallRecord[]];
+    const tokensDiffer = rest.map((r) => compareAnswers(first, r, Number.POSITIVE_INFINITY)).find((d) => d);
+    if (tokensDiffer !== undefined) {
+      unstable++;
+      result.notes.push(unstableNote(probe, first, rest, tokensDiffer));
+      continue;
+    }
+    for (const r of rest) jitter = Math.max(jitter, logprobJitter(first, r));
+    stable.push({ probe, first, rest });
+  }
+  if (auto) {
+    ctx.logprobTolerance = AUTO_TOLERANCE_FACTOR * jitter;
+    result.notes.push(
+      `--logprob-tolerance auto: largest solo-run logprob jitter ${jitter.toExponential(2)} over ` +
+        `${stable.length} probes x ${runs} runs; tolerance set to ${ctx.logprobTolerance.toExponential(2)} ` +
+        `(${AUTO_TOLERANCE_FACTOR}x)`,
+    );
+  }
+  for (const { probe, first, rest } of stable) {
+    const difference = rest.map((r) => compareAnswers(first, r, ctx.logprobTolerance)).find((d) => d);
     if (difference !== undefined) {
       unstable++;
-      result.notes.push(
-        `probe ${probe.index} is not deterministic alone (calls ${first.id}, ${second.id}): ${difference.field} at ` +
-          `position ${difference.position}: ${JSON.stringify(difference.expected)} then ${JSON.stringify(difference.actual)}`,
-      );
+      result.notes.push(unstableNote(probe, first, rest, difference));
       continue;
     }
     if (first.tokens.length === 0) result.notes.push(`probe ${probe.index}: no logprobs returned; comparing text only`);
     probe.baseline = first;
   }
-  if (unstable > 0) result.notes.push(`${unstable} of ${ctx.probes.length} probes differ between two solo runs`);
+  if (unstable > 0) result.notes.push(`${unstable} of ${ctx.probes.length} probes differ between solo runs`);
+}
+
+function unstableNote(probe: Probe, first: CallRecord, rest: CallRecord[], d: AnswerDifference): string {
+  return (
+    `probe ${probe.index} is not deterministic alone (calls ${[first, ...rest].map((r) => r.id).join(', ')}): ` +
+    `${d.field} at position ${d.position}: ${JSON.stringify(d.expected)} then ${JSON.stringify(d.actual)}`
+  );
+}
+
+/** The largest |logprob difference| of two answers with the same tokens. */
+function logprobJitter(a: CallRecord, b: CallRecord): number {
+  let max = 0;
+  const n = Math.min(a.logprobs.length, b.logprobs.length);
+  for (let i = 0; i < n; i++) {
+    const d = Math.abs(a.logprobs[i]! - b.logprobs[i]!);
+    if (Number.isFinite(d)) max = Math.max(max, d);
+  }
+  return max;
 }
 
 export function usableProbes(ctx: AuditContext): Probe[] {
@@ -72,7 +121,7 @@ export async function runNoninterference(ctx: AuditContext): Promise<ScenarioRes
       continue;
     }
     compared++;
-    const difference = compareAnswers(baseline, record, ctx.settings.logprobTolerance);
+    const difference = compareAnswers(baseline, record, ctx.logprobTolerance);
     if (difference === undefined) continue;
     result.findings.push({
       kind: 'noninterference',

@@ -50,7 +50,7 @@ export async function runStorms(ctx: AuditContext, bursts: number): Promise<Scen
         });
         return;
       }
-      const difference = compareAnswers(probe.baseline!, record, ctx.settings.logprobTolerance);
+      const difference = compareAnswers(probe.baseline!, record, ctx.logprobTolerance);
       if (difference === undefined) {
         correct++;
         return;

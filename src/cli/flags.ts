@@ -6,7 +6,9 @@
 import type { Command } from 'commander';
 import type { WorkerRole } from '../cluster/control-protocol.js';
 import { LOG_LEVELS, type LogLevel, WORKER_DEFAULTS, type WorkerConfig } from '../cluster/worker-config.js';
+import { dnsResolver, staticResolver, type WorkerResolver } from '../cluster/worker-discovery.js';
 import { BACKEND_PREFERENCES, type BackendPreference } from '../compute/select-backend.js';
+import { HTTP_DEFAULTS } from '../gateway/http-limits.js';
 import { GATEWAY_DEFAULTS } from '../launch/gateway-server.js';
 import { defaultIncidentsPath, SERVE_DEFAULTS, type ServeConfig } from '../launch/serve-config.js';
 import { KvfenceError } from '../util/errors.js';
@@ -148,6 +150,39 @@ const FLAGS: readonly Flag[] = [
     default: SERVE_DEFAULTS.requestTimeoutMs,
   },
   {
+    flags: '--headers-timeout-ms <ms>',
+    help: 'a request line and headers must arrive within this (then 408, connection closed)',
+    on: HTTP,
+    parse: int(1, LIMITS.queueTimeoutMsMax),
+    default: HTTP_DEFAULTS.headersTimeoutMs,
+  },
+  {
+    flags: '--body-timeout-ms <ms>',
+    help: 'a whole request, headers and body, must arrive within this (then 408, connection closed); responses are not cut',
+    on: HTTP,
+    parse: int(1, LIMITS.queueTimeoutMsMax),
+    default: HTTP_DEFAULTS.bodyTimeoutMs,
+  },
+  {
+    flags: '--keep-alive-timeout-ms <ms>',
+    help: 'an idle connection between requests is closed after this',
+    on: HTTP,
+    parse: int(1, LIMITS.queueTimeoutMsMax),
+    default: HTTP_DEFAULTS.keepAliveTimeoutMs,
+  },
+  {
+    flags: '--unauth-connections-per-address <n>',
+    help: 'connections from one address (IPv6: one /64) that have not sent an authenticated request; more are closed at once',
+    on: HTTP,
+    parse: int(1, LIMITS.tenantConcurrentRequestsMax),
+    default: HTTP_DEFAULTS.unauthConnectionsPerAddress,
+  },
+  {
+    flags: '--admin-token-file <file>',
+    help: "file holding the token (Authorization: Bearer) that may read /metrics' per-tenant series (without it: left out)",
+    on: HTTP,
+  },
+  {
     flags: '--log-level <level>',
     help: 'debug, info, warn, error or silent',
     on: ALL,
@@ -182,6 +217,35 @@ const FLAGS: readonly Flag[] = [
     flags: '--decode <addresses>',
     help: 'control addresses of the decode workers, host:port, comma-separated',
     on: ['gateway'],
+  },
+  {
+    flags: '--prefill-dns <name:port>',
+    help: 'find the prefill workers by DNS instead: every address of the name (a headless Service), asked again every --dns-refresh-ms',
+    on: ['gateway'],
+  },
+  {
+    flags: '--decode-dns <name:port>',
+    help: 'find the decode workers by DNS instead (as --prefill-dns)',
+    on: ['gateway'],
+  },
+  {
+    flags: '--dns-refresh-ms <ms>',
+    help: 'how often --prefill-dns and --decode-dns are resolved again (new workers join, removed ones drain)',
+    on: ['gateway'],
+    parse: int(100, LIMITS.queueTimeoutMsMax),
+    default: GATEWAY_DEFAULTS.dnsRefreshMs,
+  },
+  {
+    flags: '--drain-timeout-ms <ms>',
+    help: "on SIGTERM: the longest requests in flight are served before the process exits (set the pod's terminationGracePeriodSeconds above it)",
+    on: ALL,
+    parse: int(1, LIMITS.transferTimeoutMsMax),
+    default: GATEWAY_DEFAULTS.drainTimeoutMs,
+  },
+  {
+    flags: '--health-listen <host:port>',
+    help: "serve /health/live and /health/ready (503 while draining) on this address, for an orchestrator's probes",
+    on: WORKER,
   },
   {
     flags: '--connect-timeout-ms <ms>',
@@ -222,9 +286,7 @@ const FLAGS: readonly Flag[] = [
 export function addFlags(command: Command, name: ServingCommand): Command {
   for (const f of FLAGS) {
     if (!f.on.includes(name)) continue;
-    const required = name === 'gateway' && (f.flags.startsWith('--prefill ') || f.flags.startsWith('--decode '));
-    if (required) command.requiredOption(f.flags, f.help);
-    else if (f.parse !== undefined) command.option(f.flags, f.help, f.parse, f.default);
+    if (f.parse !== undefined) command.option(f.flags, f.help, f.parse, f.default);
     else if (f.default !== undefined) command.option(f.flags, f.help, f.default as string);
     else command.option(f.flags, f.help);
   }
@@ -255,10 +317,20 @@ export interface ParsedFlags {
   prefixCachePages?: number;
   incidentsDb?: string;
   requestTimeoutMs: number;
+  headersTimeoutMs: number;
+  bodyTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  unauthConnectionsPerAddress: number;
+  adminTokenFile?: string;
   logLevel: LogLevel;
   disaggregated?: boolean;
   prefill: number | string;
   decode: number | string;
+  prefillDns?: string;
+  decodeDns?: string;
+  dnsRefreshMs: number;
+  drainTimeoutMs: number;
+  healthListen?: string;
   connectTimeoutMs: number;
   name?: string;
   controlListen?: string;
@@ -291,7 +363,15 @@ export function serveConfigOf(o: ParsedFlags): ServeConfig {
     ...(o.prefixCachePages !== undefined ? { prefixCachePages: o.prefixCachePages } : {}),
     incidentsDb: o.incidentsDb ?? defaultIncidentsPath(),
     requestTimeoutMs: o.requestTimeoutMs,
+    http: {
+      headersTimeoutMs: o.headersTimeoutMs,
+      bodyTimeoutMs: o.bodyTimeoutMs,
+      keepAliveTimeoutMs: o.keepAliveTimeoutMs,
+      unauthConnectionsPerAddress: o.unauthConnectionsPerAddress,
+    },
+    ...(o.adminTokenFile !== undefined ? { adminTokenFile: o.adminTokenFile } : {}),
     logLevel: o.logLevel,
+    drainTimeoutMs: o.drainTimeoutMs,
   };
 }
 
@@ -328,7 +408,18 @@ export function workerConfigOf(
     handshakeTimeoutMs: WORKER_DEFAULTS.handshakeTimeoutMs,
     incidentsDb: o.incidentsDb ?? defaultIncidentsPath(),
     logLevel: o.logLevel,
+    drainTimeoutMs: o.drainTimeoutMs,
   };
+}
+
+/** The gateway's workers: `--prefill a:1,b:2` (fixed) or `--prefill-dns name:port` (resolved again and again). */
+export function workerResolversOf(o: ParsedFlags): Record<WorkerRole, WorkerResolver> {
+  const one = (role: WorkerRole, list: unknown, dns: string | undefined): WorkerResolver => {
+    if ((list === undefined) === (dns === undefined))
+      throw new KvfenceError('invalid_argument', `the gateway takes exactly one of --${role} and --${role}-dns`);
+    return dns !== undefined ? dnsResolver(dns) : staticResolver(addressList(`--${role}`, String(list)));
+  };
+  return { prefill: one('prefill', o.prefill, o.prefillDns), decode: one('decode', o.decode, o.decodeDns) };
 }
 
 /** `--prefill a:1,b:2` → addresses, each host:port. */

@@ -4,7 +4,7 @@ import { loadClusterSecret } from '../cluster/cluster-secret.js';
 import { gatewaySettingsOf } from '../launch/colocated-server.js';
 import { startGateway } from '../launch/gateway-server.js';
 import { reloadKeysOnHangup } from '../launch/open-gateway.js';
-import { addFlags, addressList, type ParsedFlags, serveConfigOf } from './flags.js';
+import { addFlags, type ParsedFlags, serveConfigOf, workerResolversOf } from './flags.js';
 
 export function addGatewayCommand(program: Command): void {
   const command = program
@@ -20,8 +20,8 @@ export function addGatewayCommand(program: Command): void {
         ...gatewaySettingsOf(serve),
         ...(serve.modelPath !== undefined ? { modelPath: serve.modelPath } : {}),
         ...(serve.modelName !== undefined ? { modelName: serve.modelName } : {}),
-        prefill: addressList('--prefill', String(o.prefill)),
-        decode: addressList('--decode', String(o.decode)),
+        resolvers: workerResolversOf(o),
+        dnsRefreshMs: o.dnsRefreshMs,
         secret,
         ...(serve.contextCap !== undefined ? { contextCap: serve.contextCap } : {}),
         connectTimeoutMs: o.connectTimeoutMs,
@@ -30,11 +30,15 @@ export function addGatewayCommand(program: Command): void {
       announce,
     );
     const stopReloading = reloadKeysOnHangup(running, announce);
+    let stopping = false;
     const stop = () => {
+      if (stopping) process.exit(1); // a second signal: now
+      stopping = true;
       stopReloading();
-      void running.close().then(() => process.exit(0));
+      announce(`kvfence: draining (at most ${o.drainTimeoutMs} ms)`);
+      void running.drain(o.drainTimeoutMs).then(() => process.exit(0));
     };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
   });
 }

@@ -20,11 +20,15 @@ export function addServeCommand(program: Command): void {
           )
         : await startServer(serve, announce);
     const stopReloading = reloadKeysOnHangup(server, announce);
+    let stopping = false;
     const stop = () => {
+      if (stopping) process.exit(1); // a second signal: now
+      stopping = true;
       stopReloading();
-      void server.close().then(() => process.exit(0));
+      announce(`kvfence: draining (at most ${o.drainTimeoutMs} ms)`);
+      void server.drain(o.drainTimeoutMs).then(() => process.exit(0));
     };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
   });
 }

@@ -10,6 +10,7 @@ import { loadClusterSecret } from '../cluster/cluster-secret.js';
 import type { WorkerRole } from '../cluster/control-protocol.js';
 import { resolvePageCount } from '../launch/serve-config.js';
 import { startWorker } from '../launch/start-worker.js';
+import { endWorkerOnSignal } from '../launch/worker-lifecycle.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModel } from '../model/load-model.js';
 import { addFlags, type ParsedFlags, workerConfigOf } from './flags.js';
@@ -40,10 +41,11 @@ export function addWorkerCommand(program: Command, role: WorkerRole): void {
     announce(`kvfence: ${role} worker ${config.name}: control on ${worker.controlAddress}`);
     if (worker.transferAddress !== undefined)
       announce(`kvfence: ${role} worker ${config.name}: KV transfers on ${worker.transferAddress}`);
-    const stop = () => {
-      void worker.close().then(() => process.exit(0));
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+    const health = await endWorkerOnSignal(worker, {
+      ...(o.healthListen !== undefined ? { healthListen: o.healthListen } : {}),
+      drainTimeoutMs: o.drainTimeoutMs,
+      announce,
+    });
+    if (health !== undefined) announce(`kvfence: ${role} worker ${config.name}: health on http://${health}`);
   });
 }

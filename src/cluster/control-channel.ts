@@ -1,6 +1,7 @@
 /**
  * One control connection: control messages (control-protocol.ts) over an authenticated FrameChannel made by the
- * transfer layer's transport (same cluster-secret handshake and per-frame MAC as KV transfers, DESIGN I10). A message
+ * transfer layer's transport (same cluster-secret handshake and encrypted, authenticated frames as KV transfers,
+ * DESIGN I10, I12: prompt token ids never cross in clear). A message
  * that fails to parse, or a peer that stops reading for `idleTimeoutMs` while we have more to say, closes the
  * connection: the owner fails that connection's requests.
  */

@@ -8,8 +8,12 @@
  *                      prefill(request, ticket, to)  prefill: compute, push the KV to `to`, answer prefilled or end(failed)
  *                      cancel(request)               both: drop it, free and scrub its pages; no answer
  *                      stats(id)                     both: answer stats(id, …)
+ *                      page_map(id)                  both: answer page_map(id, report): the pool's page map for
+ *                                                    the dashboard (states and tenants only, bounded: page-map.ts)
  *   worker → gateway   hello(…)                      first message of every connection: role, model, proven context
- *                      reserved · token · end · prefilled · stats · incident
+ *                      reserved · token · end · prefilled · stats · page_map · incident
+ *                      draining                      the worker is shutting down: route nothing new to it; it
+ *                                                    finishes what it holds, then the gateway closes the connection
  */
 import type {
   GeneratedToken,
@@ -19,6 +23,13 @@ import type {
   TokenLogprob,
 } from '../engine/request.js';
 import type { SamplingParams } from '../engine/sampler.js';
+import {
+  PAGE_CELL_STATES,
+  PAGE_MAP_CELLS_MAX,
+  PAGE_MAP_TRANSFERS_MAX,
+  type PageMapReport,
+  type TransferProgress,
+} from '../kv/page-map.js';
 import type { PageOwner } from '../kv/page-owner.js';
 import type { OutputConstraint } from '../structured/grammar-cache.js';
 import { checkJsonDepth } from '../structured/json-schema.js';
@@ -72,8 +83,12 @@ export type ControlMessage =
   | { type: 'token'; request: string; token: GeneratedToken }
   | { type: 'end'; request: string; end: EndWire }
   | { type: 'stats'; id: number; stats?: PoolStats }
+  /** the dashboard's page map: asked with `id` alone, answered with the same `id` and the report */
+  | { type: 'page_map'; id: number; report?: PageMapReport }
   /** a worker recorded an isolation incident (the gateway counts it; the record is in the worker's store) */
-  | { type: 'incident'; incident: IsolationIncident };
+  | { type: 'incident'; incident: IsolationIncident }
+  /** the worker got SIGTERM: it serves what it holds, and the gateway sends it no new request */
+  | { type: 'draining' };
 
 export function endToWire(end: GenerationEnd): EndWire {
   if (end.kind !== 'failed') return end;
@@ -135,8 +150,16 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
         id: int(m['id'], 'id', 0, Number.MAX_SAFE_INTEGER),
         ...(m['stats'] !== undefined ? { stats: stats(m['stats']) } : {}),
       };
+    case 'page_map':
+      return {
+        type,
+        id: int(m['id'], 'id', 0, Number.MAX_SAFE_INTEGER),
+        ...(m['report'] !== undefined ? { report: pageMapReport(m['report']) } : {}),
+      };
     case 'incident':
       return { type, incident: incident(m['incident']) };
+    case 'draining':
+      return { type };
     default:
       return bad('type', `unknown message type ${type}`);
   }
@@ -339,6 +362,34 @@ function stats(value: unknown): PoolStats {
       ];
     }),
   };
+}
+
+/** Every size against its bound, every tenant index within the table, every state a known one. */
+function pageMapReport(value: unknown): PageMapReport {
+  const r = obj(value, 'report');
+  const m = obj(r['map'], 'map');
+  const pageCount = int(m['pageCount'], 'pageCount', 1, LIMITS.kvPagesMax);
+  const pagesPerCell = int(m['pagesPerCell'], 'pagesPerCell', 1, LIMITS.kvPagesMax);
+  const cells = bytes(m['cells'], 'cells');
+  const owners = bytes(m['owners'], 'owners');
+  if (cells.length > PAGE_MAP_CELLS_MAX || cells.length !== Math.ceil(pageCount / pagesPerCell))
+    bad('cells', 'do not cover the pages');
+  if (owners.length !== cells.length * 2) bad('owners', 'are not two bytes per cell');
+  if (cells.some((c) => c >= PAGE_CELL_STATES)) bad('cells', 'hold an unknown state');
+  const tenants = arr(m['tenants'], 'tenants', cells.length).map((t) => id(t, 'tenant'));
+  for (let i = 0; i < cells.length; i++)
+    if (owners[i * 2]! + owners[i * 2 + 1]! * 256 > tenants.length) bad('owners', 'name a tenant not in the table');
+  const transfers = arr(r['transfers'], 'transfers', PAGE_MAP_TRANSFERS_MAX).map((value): TransferProgress => {
+    const t = obj(value, 'transfer');
+    const pages = int(t['pages'], 'transfer pages', 0, LIMITS.kvPagesMax);
+    return {
+      request: id(t['request'], 'transfer request'),
+      tenant: id(t['tenant'], 'transfer tenant'),
+      pages,
+      pagesDone: int(t['pagesDone'], 'transfer pagesDone', 0, pages),
+    };
+  });
+  return { map: { pageCount, pagesPerCell, cells, owners, tenants }, transfers };
 }
 
 function owner(value: unknown, field: string): PageOwner {

@@ -21,6 +21,8 @@ export interface ControlServerOptions {
   log: LogSink;
   /** the role's handlers for one new connection */
   handlersFor(conn: ControlConnection): ConnectionHandlers;
+  /** the worker drains: a connection that completes its handshake now hears `draining` right after the hello */
+  isDraining(): boolean;
 }
 
 export function serveControl(options: ControlServerOptions): Promise<TransferListener> {
@@ -39,5 +41,6 @@ export function serveControl(options: ControlServerOptions): Promise<TransferLis
     );
     handlers = options.handlersFor(conn);
     conn.send({ type: 'hello', hello: options.hello });
+    if (options.isDraining()) conn.send({ type: 'draining' });
   });
 }

@@ -12,9 +12,20 @@
  * (I6): it cancels the request on every worker that still holds it and gives back each worker's routing count once.
  * With prefix caches on the prefill workers, a request goes to the prefill worker its tenant's prompt head maps to
  * (unless that one is much busier), so a tenant's shared prompt heads meet their cache.
+ *
+ * The set of workers can change while serving (worker-discovery.ts): `addWorker` opens a link, `retireWorker` drains
+ * one. A draining link — retired, or its worker said `draining` on SIGTERM — gets no new request; its requests run
+ * to their end, and then its connection is closed (a retired link is dropped, a static one reconnects to the
+ * worker's successor). So a rolling restart fails no request while each role keeps one routable worker.
  */
 import { createHash } from 'node:crypto';
-import type { GenerationSink, InferenceWorker, WorkerStats, WorkerStatus } from '../engine/inference-worker.js';
+import type {
+  GenerationSink,
+  InferenceWorker,
+  WorkerPageMap,
+  WorkerStats,
+  WorkerStatus,
+} from '../engine/inference-worker.js';
 import type { GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
 import type { TransferTicket } from '../transfer/ticket.js';
 import { assert } from '../util/assert.js';
@@ -22,8 +33,15 @@ import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import type { LogSink } from '../util/log.js';
 import type { TransferTransport } from '../wire/transport.js';
-import { type ControlMessage, endFromWire, type PoolStats, type WorkerHello } from './control-protocol.js';
+import {
+  type ControlMessage,
+  endFromWire,
+  type PoolStats,
+  type WorkerHello,
+  type WorkerRole,
+} from './control-protocol.js';
 import { type FlightEvent, type FlightState, nextAction } from './flight.js';
+import { PageMapRequests } from './page-map-requests.js';
 import { WorkerLink } from './worker-link.js';
 
 export interface WorkerModelFacts {
@@ -64,12 +82,14 @@ interface Flight {
 const AFFINITY_SLACK = 4;
 
 export class RemoteDispatcher implements InferenceWorker {
-  private readonly prefills: WorkerLink[];
-  private readonly decodes: WorkerLink[];
+  private readonly prefills: WorkerLink[] = [];
+  private readonly decodes: WorkerLink[] = [];
   private readonly flights = new Map<string, Flight>();
   private readonly incidentListeners: ((incident: IsolationIncident) => void)[] = [];
   private advertised: number | undefined;
   private clusterPageSize: number | undefined;
+  private readonly pageMapRequests: PageMapRequests;
+  private mapping: Promise<WorkerPageMap[]> | undefined;
 
   constructor(private readonly options: RemoteDispatcherOptions) {
     if (options.prefill.length < 1 || options.decode.length < 1)
@@ -79,26 +99,73 @@ export class RemoteDispatcher implements InferenceWorker {
       );
     if (options.prefill.length + options.decode.length > LIMITS.workerCountMax)
       throw new KvfenceError('invalid_argument', `at most ${LIMITS.workerCountMax} workers`);
-    const link = (address: string) =>
-      new WorkerLink({
-        address,
-        transport: options.transport,
-        idleTimeoutMs: options.idleTimeoutMs,
-        reconnectDelayMs: options.reconnectDelayMs,
-        statsTimeoutMs: options.statsTimeoutMs,
-        accept: (hello) => this.acceptHello(hello),
-        onMessage: (l, m) => this.onMessage(l, m),
-        onDown: (l, why) => this.onDown(l, why),
-        log: options.log,
-      });
-    this.prefills = options.prefill.map(link);
-    this.decodes = options.decode.map(link);
+    this.pageMapRequests = new PageMapRequests(options.statsTimeoutMs);
+    for (const address of options.prefill) this.addWorker('prefill', address);
+    for (const address of options.decode) this.addWorker('decode', address);
   }
 
-  /** Waits for every worker's hello; the advertised context is the smallest proven one (and the cap). */
-  async start(timeoutMs: number): Promise<void> {
-    await Promise.all([...this.prefills, ...this.decodes].map((l) => l.waitUp(timeoutMs)));
-    const contexts = [...this.prefills, ...this.decodes].map((l) => l.hello!.provenContext);
+  /** Opens a link to a new worker (discovery found it); false when the address is known or the bound is reached. */
+  addWorker(role: WorkerRole, address: string): boolean {
+    const all = [...this.prefills, ...this.decodes];
+    if (all.some((l) => l.address === address && !l.retired)) return false;
+    if (all.length >= LIMITS.workerCountMax) {
+      this.options.log.warn({ address, max: LIMITS.workerCountMax }, 'worker not added: at the worker bound');
+      return false;
+    }
+    const link = new WorkerLink({
+      address,
+      transport: this.options.transport,
+      idleTimeoutMs: this.options.idleTimeoutMs,
+      reconnectDelayMs: this.options.reconnectDelayMs,
+      statsTimeoutMs: this.options.statsTimeoutMs,
+      accept: (hello) =>
+        hello.role !== role ? `worker ${hello.name} is a ${hello.role} worker, not ${role}` : this.acceptHello(hello),
+      onMessage: (l, m) => this.onMessage(l, m),
+      onDown: (l, why) => this.onDown(l, why),
+      onDraining: (l) => this.checkDrained(l),
+      log: this.options.log,
+    });
+    (role === 'prefill' ? this.prefills : this.decodes).push(link);
+    return true;
+  }
+
+  /** The worker at `address` left discovery: it gets nothing new, and its link closes once it holds nothing. */
+  retireWorker(address: string): void {
+    for (const link of [...this.prefills, ...this.decodes]) {
+      if (link.address !== address || link.retired) continue;
+      link.retired = true;
+      this.options.log.info({ worker: address, inFlight: link.inFlight }, 'worker retired; draining it');
+      this.checkDrained(link);
+    }
+  }
+
+  /** Addresses of the workers of `role` that are not retired (what discovery compares its answers with). */
+  addresses(role: WorkerRole): string[] {
+    return (role === 'prefill' ? this.prefills : this.decodes).filter((l) => !l.retired).map((l) => l.address);
+  }
+
+  /** Requests in flight now (the gateway's drain waits for none). */
+  get inFlight(): number {
+    return this.flights.size;
+  }
+
+  /**
+   * Waits for every worker's hello — or, with `anyOfEachRole` (workers found by DNS, where an address may not
+   * answer), for one of each role; the advertised context is the smallest proven one (and the cap). A worker that
+   * answers later must prove at least that.
+   */
+  async start(timeoutMs: number, anyOfEachRole = false): Promise<void> {
+    const links = [...this.prefills, ...this.decodes];
+    if (anyOfEachRole)
+      await Promise.all(
+        [this.prefills, this.decodes].map((ls) =>
+          Promise.any(ls.map((l) => l.waitUp(timeoutMs))).catch((e: AggregateError) => {
+            throw e.errors[0];
+          }),
+        ),
+      );
+    else await Promise.all(links.map((l) => l.waitUp(timeoutMs)));
+    const contexts = links.filter((l) => l.up).map((l) => l.hello!.provenContext);
     this.advertised = Math.min(...contexts, this.options.contextCap ?? Number.POSITIVE_INFINITY);
   }
 
@@ -173,17 +240,26 @@ export class RemoteDispatcher implements InferenceWorker {
     return { running, waiting, pagesTotal, pagesFree, pagesCached, pagesReused, tenants, reservations };
   }
 
+  private refreshing: Promise<void> | undefined;
+
   /** Fresh stats from every worker that is up (bounded by statsTimeoutMs), for /metrics and /health. */
   async refresh(): Promise<void> {
-    await Promise.all([...this.prefills, ...this.decodes].map((l) => l.stats()));
+    // one round at a time, however many callers (/health and /metrics are public: polling them costs one round)
+    this.refreshing ??= Promise.all([...this.prefills, ...this.decodes].map((l) => l.stats()))
+      .then(() => {})
+      .finally(() => {
+        this.refreshing = undefined;
+      });
+    await this.refreshing;
   }
 
   workers(): WorkerStatus[] {
+    // `up` is what routing sees: a draining worker finishes its requests but takes no new one
     const status = (l: WorkerLink, role: 'prefill' | 'decode', i: number): WorkerStatus => ({
       name: l.hello?.name ?? `${role}-${i}`,
       role,
       address: l.address,
-      up: l.up,
+      up: l.routable,
       pagesFree: l.up ? l.lastStats?.pagesFree : undefined,
       pagesTotal: l.lastStats?.pagesTotal,
     });
@@ -196,6 +272,21 @@ export class RemoteDispatcher implements InferenceWorker {
   /** Fresh pool stats of every worker (prefill workers first); undefined for one that is down. */
   async poolStats(): Promise<(PoolStats | undefined)[]> {
     return Promise.all([...this.prefills, ...this.decodes].map((l) => l.stats()));
+  }
+
+  /** Every worker's page map (prefill workers first), for the dashboard: one round at a time, however many ask. */
+  pageMaps(): Promise<WorkerPageMap[]> {
+    const links = [...this.prefills, ...this.decodes];
+    const status = this.workers();
+    this.mapping ??= Promise.all(
+      links.map(async (link, i): Promise<WorkerPageMap> => {
+        const { name, role, up } = status[i]!;
+        return { name, role, up, report: await this.pageMapRequests.ask(link) };
+      }),
+    ).finally(() => {
+      this.mapping = undefined;
+    });
+    return this.mapping;
   }
 
   onIncident(listener: (incident: IsolationIncident) => void): void {
@@ -230,6 +321,10 @@ export class RemoteDispatcher implements InferenceWorker {
   private onMessage(link: WorkerLink, message: ControlMessage): void {
     if (message.type === 'incident') {
       for (const listener of this.incidentListeners) listener(message.incident);
+      return;
+    }
+    if (message.type === 'page_map') {
+      this.pageMapRequests.answer(link, message.id, message.report);
       return;
     }
     if (!('request' in message) || typeof message.request !== 'string') return;
@@ -320,6 +415,28 @@ export class RemoteDispatcher implements InferenceWorker {
         'a worker of the request went away',
       );
     }
+    if (link.retired) this.drop(link);
+  }
+
+  /**
+   * A draining link that holds nothing more is closed: dropped when retired, else its connection ends (the worker's
+   * cue to exit) and the link reconnects to its successor. Deferred a turn: it may run inside that link's own message.
+   */
+  private checkDrained(link: WorkerLink): void {
+    if (!link.draining || link.inFlight > 0) return;
+    setImmediate(() => {
+      if (!link.draining || link.inFlight > 0) return;
+      if (link.retired) this.drop(link);
+      else link.endConnection('the worker drained');
+    });
+  }
+
+  private drop(link: WorkerLink): void {
+    link.close('the worker was retired');
+    for (const list of [this.prefills, this.decodes]) {
+      const i = list.indexOf(link);
+      if (i >= 0) list.splice(i, 1);
+    }
   }
 
   /** A worker reported the request's end (or its own part done): it no longer holds it. */
@@ -327,9 +444,11 @@ export class RemoteDispatcher implements InferenceWorker {
     if (side === 'decode' && flight.decodeHolds) {
       flight.decodeHolds = false;
       flight.decode.inFlight--;
+      this.checkDrained(flight.decode);
     } else if (side === 'prefill' && flight.prefillHolds) {
       flight.prefillHolds = false;
       flight.prefill!.inFlight--;
+      this.checkDrained(flight.prefill!);
     }
     assert(flight.decode.inFlight >= 0 && (flight.prefill?.inFlight ?? 0) >= 0, 'routing counts stay non-negative');
   }
@@ -362,13 +481,13 @@ export class RemoteDispatcher implements InferenceWorker {
     const head = Int32Array.from(request.promptTokens.slice(0, pageSize));
     const digest = createHash('sha256').update(request.tenant, 'utf8').update(new Uint8Array(head.buffer)).digest();
     const preferred = this.prefills[digest.readUInt32LE(0) % this.prefills.length]!;
-    return preferred.up && preferred.inFlight <= least.inFlight + AFFINITY_SLACK ? preferred : least;
+    return preferred.routable && preferred.inFlight <= least.inFlight + AFFINITY_SLACK ? preferred : least;
   }
 }
 
 function leastLoaded(links: readonly WorkerLink[]): WorkerLink | undefined {
   let best: WorkerLink | undefined;
-  for (const l of links) if (l.up && (best === undefined || l.inFlight < best.inFlight)) best = l;
+  for (const l of links) if (l.routable && (best === undefined || l.inFlight < best.inFlight)) best = l;
   return best;
 }
 

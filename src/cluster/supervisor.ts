@@ -89,7 +89,7 @@ export class Supervisor {
     return this.workers.get(name)?.child?.pid;
   }
 
-  /** Tests: kill a worker the hard way. */
+  /** Sends a worker a signal: SIGTERM drains it (then it is restarted), SIGKILL is a crash (tests). */
   kill(name: string, signal: NodeJS.Signals = 'SIGKILL'): void {
     this.workers.get(name)?.child?.kill(signal);
   }
@@ -171,10 +171,17 @@ export class Supervisor {
         this.options.restartBackoffMs * 2 ** (w.recentExits - 1),
         this.options.restartBackoffMaxMs,
       );
-      this.options.log.error(
-        { worker: w.config.name, code, signal, restartInMs: delayMs },
-        'worker exited; its in-flight requests fail; restarting it',
-      );
+      // exit 0 is a drained worker (SIGTERM: it served what it held first); anything else failed what it held
+      if (code === 0)
+        this.options.log.info(
+          { worker: w.config.name, restartInMs: delayMs },
+          'worker drained and exited; restarting it',
+        );
+      else
+        this.options.log.error(
+          { worker: w.config.name, code, signal, restartInMs: delayMs },
+          'worker exited; its in-flight requests fail; restarting it',
+        );
       this.scheduleRestart(w, delayMs);
     });
   }

@@ -37,6 +37,8 @@ export interface WorkerConfig {
   handshakeTimeoutMs: number;
   incidentsDb: string;
   logLevel: LogLevel;
+  /** on SIGTERM: the longest the worker serves what it holds before it exits (default WORKER_DEFAULTS) */
+  drainTimeoutMs?: number;
 }
 
 export const WORKER_DEFAULTS = {
@@ -46,6 +48,7 @@ export const WORKER_DEFAULTS = {
   transferTimeoutMs: 30_000,
   idleTimeoutMs: 10_000,
   handshakeTimeoutMs: 5_000,
+  drainTimeoutMs: 30_000,
 } as const;
 
 /** The supervisor's one message to a child: its config and the cluster secret (hex). */
@@ -97,6 +100,7 @@ export function parseWorkerStart(value: unknown): WorkerStart {
     handshakeTimeoutMs: ms(c, 'handshakeTimeoutMs'),
     incidentsDb: str(c['incidentsDb'], 'incidentsDb'),
     logLevel: logLevel as LogLevel,
+    ...(c['drainTimeoutMs'] !== undefined ? { drainTimeoutMs: ms(c, 'drainTimeoutMs') } : {}),
   };
   const secretHex = str(m['secretHex'], 'secretHex');
   if (!/^[0-9a-f]+$/.test(secretHex)) bad('secretHex', 'is not hex');
@@ -145,6 +149,13 @@ export interface RunningWorker {
   controlAddress: string;
   transferAddress: string | undefined;
   capacity: CapacityProof;
+  /**
+   * SIGTERM: tells every connected gateway `draining` (they route nothing new here), stops taking connections, serves
+   * what it holds until every gateway has closed its connection (each does once it has nothing here) or `deadlineMs`
+   * passes (then what is left fails), then closes.
+   */
+  drain(deadlineMs: number): Promise<void>;
+  /** at once: every connection and what it holds ends (the gateways fail those requests with 503) */
   close(): Promise<void>;
 }
 

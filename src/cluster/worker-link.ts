@@ -3,6 +3,11 @@
  * hello, and reconnects (with a pause, forever, each try bounded by the handshake timeout) when the connection breaks —
  * a restarted worker at the same address is picked up again. When a connection breaks, `onDown` runs once so the
  * dispatcher fails that worker's requests at once (never left to hang, I6).
+ *
+ * Draining: a worker that got SIGTERM says `draining` on its connection, and discovery retires a worker whose address
+ * left DNS. Either way the link stops taking new requests (`routable` is false) while the ones it holds run on; once it
+ * holds none the dispatcher ends the connection (`endConnection`), which is the worker's cue to exit. A draining
+ * connection is per connection: the restarted worker's new hello makes the link routable again.
  */
 
 import { errorMessage, KvfenceError } from '../util/errors.js';
@@ -21,6 +26,8 @@ export interface WorkerLinkOptions {
   accept: (hello: WorkerHello) => string | undefined;
   onMessage: (link: WorkerLink, message: ControlMessage) => void;
   onDown: (link: WorkerLink, why: string) => void;
+  /** the worker said `draining` on its current connection */
+  onDraining: (link: WorkerLink) => void;
   log: LogSink;
 }
 
@@ -28,6 +35,10 @@ export class WorkerLink {
   private conn: ControlConnection | undefined;
   private helloNow: WorkerHello | undefined;
   private closing = false;
+  /** the current connection's worker said `draining` */
+  private connDraining = false;
+  /** the dispatcher retired this link (its address left discovery): close it once it holds nothing */
+  retired = false;
   private retry: NodeJS.Timeout | undefined;
   private readonly helloWaiters: (() => void)[] = [];
   private readonly statsWaiters = new Map<number, (stats: PoolStats | undefined) => void>();
@@ -51,6 +62,16 @@ export class WorkerLink {
 
   get up(): boolean {
     return this.helloNow !== undefined && this.conn?.isOpen === true;
+  }
+
+  /** the worker is shutting down or leaving: it finishes what it holds and gets nothing new */
+  get draining(): boolean {
+    return this.connDraining || this.retired;
+  }
+
+  /** up and not draining: new requests may go here */
+  get routable(): boolean {
+    return this.up && !this.draining;
   }
 
   /** Resolves once up, or rejects after `timeoutMs`. */
@@ -88,10 +109,15 @@ export class WorkerLink {
     });
   }
 
-  close(): void {
+  close(why = 'the gateway is shutting down'): void {
     this.closing = true;
     if (this.retry !== undefined) clearTimeout(this.retry);
-    this.conn?.close('the gateway is shutting down');
+    this.conn?.close(why);
+  }
+
+  /** A drained worker's connection ends (it holds nothing now); the link reconnects, to the worker's successor. */
+  endConnection(why: string): void {
+    this.conn?.close(why);
   }
 
   private connect(): void {
@@ -108,6 +134,7 @@ export class WorkerLink {
           this.options.idleTimeoutMs,
         );
         this.conn = conn;
+        this.connDraining = false;
       },
       (error: unknown) => this.scheduleReconnect(`connect: ${errorMessage(error)}`),
     );
@@ -134,6 +161,14 @@ export class WorkerLink {
       for (const w of this.helloWaiters.splice(0)) w();
       return;
     }
+    if (message.type === 'draining') {
+      if (!this.connDraining) {
+        this.connDraining = true;
+        this.options.log.info({ worker: this.helloNow.name, address: this.address }, 'worker draining');
+        this.options.onDraining(this);
+      }
+      return;
+    }
     if (message.type === 'stats') {
       this.lastStats = message.stats ?? this.lastStats;
       this.statsWaiters.get(message.id)?.(message.stats);
@@ -147,13 +182,16 @@ export class WorkerLink {
     if (conn !== this.conn) return;
     this.conn = undefined;
     const wasUp = this.helloNow !== undefined;
+    const drained = this.draining && this.inFlight === 0;
     this.helloNow = undefined;
     for (const w of this.statsWaiters.values()) w(undefined);
     this.statsWaiters.clear();
     if (wasUp) {
-      this.options.log.warn({ worker: this.address, why }, 'worker connection lost; its requests fail');
+      if (drained) this.options.log.info({ worker: this.address, why }, 'drained worker connection closed');
+      else this.options.log.warn({ worker: this.address, why }, 'worker connection lost; its requests fail');
       this.options.onDown(this, why);
     }
+    this.connDraining = false;
     this.scheduleReconnect(why);
   }
 

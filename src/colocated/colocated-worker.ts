@@ -6,12 +6,13 @@ import type { Backend } from '../compute/backend.js';
 import { BatchRunner } from '../engine/batch-runner.js';
 import type { Engine } from '../engine/engine.js';
 import { ENGINE_PARTS, type EngineParts } from '../engine/engine-parts.js';
-import type { GenerationSink, InferenceWorker, WorkerStats } from '../engine/inference-worker.js';
+import type { GenerationSink, InferenceWorker, WorkerPageMap, WorkerStats } from '../engine/inference-worker.js';
 import type { GenerationRequest, IsolationIncident } from '../engine/request.js';
 import { engineConfigOf, setUpWorkerKv, type WorkerSettings } from '../engine/worker-kv.js';
 import type { IncidentStore } from '../incidents/incident-store.js';
 import { recordIncident } from '../incidents/record-incident.js';
 import type { CapacityProof } from '../kv/capacity.js';
+import { pageMapOf } from '../kv/page-map.js';
 import type { PagePool } from '../kv/page-pool.js';
 import type { PrefixCache } from '../kv/prefix-cache.js';
 import type { LoadedModel } from '../model/load-model.js';
@@ -81,6 +82,12 @@ export class ColocatedWorker implements InferenceWorker {
 
   stats(): WorkerStats {
     return { ...this.runner.engine.stats(), reservations: this.pool.reservationCount };
+  }
+
+  /** The dashboard's picture of the one pool (nothing is ever on the wire here). */
+  async pageMaps(): Promise<WorkerPageMap[]> {
+    const report = { map: pageMapOf(this.pool), transfers: [] };
+    return [{ name: 'colocated', role: 'colocated', up: true, report }];
   }
 
   onIncident(listener: (incident: IsolationIncident) => void): void {

@@ -7,10 +7,14 @@ import type { KvLayout } from '../kv/kv-layout.js';
 import type { RopeStyle } from '../model/model-config.js';
 import type { WeightMatrix } from '../model/weights.js';
 
-/** Which KV each attention row reads: row r sees tokens [0, kvLengths[r]) through its page table. */
+/**
+ * Which KV each attention row reads: row r sees tokens [kvStarts[r], kvLengths[r]) through its page table (from 0
+ * when kvStarts is absent; a sliding-window layer starts later).
+ */
 export interface AttentionRows {
   rowCount: number;
   kvLengths: Int32Array; // (rowCount)
+  kvStarts?: Int32Array; // (rowCount)
   /** all rows' page tables, concatenated; row r's table starts at pageTableStarts[r] */
   pageTables: Int32Array;
   pageTableStarts: Int32Array; // (rowCount)
@@ -22,6 +26,22 @@ export interface AttentionShape {
   kvHeadCount: number;
   headDim: number;
   layout: KvLayout;
+}
+
+/**
+ * RoPE beyond the plain rotation (llama.cpp's ggml_rope_ext without YaRN): pair i of position pos turns by
+ * pos · θ^(-2i/ropeDim) / factors[i] · freqScale, and its cos and sin are multiplied by attnFactor.
+ */
+export interface RopeScaling {
+  freqScale: number;
+  attnFactor: number;
+  factors: Float32Array | undefined; // (ropeDim/2)
+}
+
+/** The angle both backends rotate by, one expression so that they agree to the bit (plain: factor and scale of 1). */
+export function ropeAngle(pos: number, i: number, ropeDim: number, theta: number, s?: RopeScaling): number {
+  const plain = pos * theta ** ((-2 * i) / ropeDim);
+  return s === undefined ? plain : (plain / (s.factors?.[i] ?? 1)) * s.freqScale;
 }
 
 export interface Backend {
@@ -40,10 +60,13 @@ export interface Backend {
     positions: Int32Array,
     theta: number,
     style: RopeStyle,
+    scaling?: RopeScaling,
   ): void;
   /** gate (n) = silu(gate) * up, in place */
   swiglu(gate: Float32Array, up: Float32Array, n: number): void;
-  /** out (rowCount, headCount*headDim) = softmax(q kᵀ / sqrt(headDim)) v over each row's pages */
+  /** gate (n) = gelu(gate) * up, in place (tanh GELU; both backends run geglu.ts, so they agree to the bit) */
+  geglu(gate: Float32Array, up: Float32Array, n: number): void;
+  /** out (rowCount, headCount*headDim) = softmax(q kᵀ / sqrt(headDim)) v over each row's pages (rows.kvStarts on) */
   attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: Float32Array): void;
   /** out (tokens.length, w.inDim) = rows `tokens` of w, as f32 */
   embed(out: Float32Array, tokens: Int32Array, w: WeightMatrix): void;

@@ -12,7 +12,7 @@ import type { ModelConfig } from '../model/model-config.js';
 import type { ModelWeights } from '../model/weights.js';
 import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
-import type { AttentionRows, Backend } from './backend.js';
+import type { AttentionRows, Backend, RopeScaling } from './backend.js';
 
 export interface ForwardModel {
   config: ModelConfig;
@@ -32,6 +32,10 @@ export type ForwardOutput =
   | { ok: false; error: KvfenceError };
 
 export class ForwardPass {
+  /** RoPE scaling of global and sliding-window layers (undefined: plain rotation), built once so tables are reused */
+  private readonly ropeScaling: RopeScaling | undefined;
+  private readonly slidingRopeScaling: RopeScaling | undefined;
+
   constructor(
     readonly model: ForwardModel,
     readonly backend: Backend,
@@ -42,6 +46,14 @@ export class ForwardPass {
       pool.layout.layerCount === c.layerCount && pool.layout.kvDim === c.kvHeadCount * c.headDim,
       'KV layout does not fit the model',
     );
+    const factors = model.weights.ropeFactors;
+    const scaling = (freqScale: number) =>
+      freqScale === 1 && c.ropeAttnFactor === 1 && factors === undefined
+        ? undefined
+        : { freqScale, attnFactor: c.ropeAttnFactor, factors };
+    this.ropeScaling = scaling(c.ropeFreqScale);
+    // llama.cpp rotates sliding-window layers unscaled (rope_freq_scale_train_swa = 1)
+    this.slidingRopeScaling = scaling(1);
   }
 
   run(inputs: readonly ForwardInput[]): ForwardOutput[] {
@@ -113,6 +125,13 @@ export class ForwardPass {
       pageTables: Int32Array.from(tables),
       pageTableStarts: rowTable.map((i) => tableStarts[i]!),
     };
+    // a sliding-window layer's row sees its last slidingWindow positions, itself included (llama.cpp's SWA mask)
+    const slidingRows: AttentionRows = {
+      ...rows,
+      kvStarts: positions.map((p) => Math.max(0, p + 1 - c.slidingWindow)),
+    };
+    // gemma3 27B scales q·k by another factor than 1/√headDim; the backends' attention applies 1/√headDim
+    const qScale = c.attentionScale * Math.sqrt(c.headDim);
 
     const x = new Float32Array(rowCount * c.dim); // (rows, dim) residual stream
     const xb = new Float32Array(rowCount * c.dim); // (rows, dim) normed
@@ -124,6 +143,7 @@ export class ForwardPass {
     const up = new Float32Array(rowCount * c.ffnDim); // (rows, ffnDim)
 
     backend.embed(x, tokens, w.tokenEmbedding);
+    if (c.embeddingScale !== 1) scaleInPlace(x, c.embeddingScale);
     for (let l = 0; l < c.layerCount; l++) {
       const L = w.layers[l]!;
       // attention block
@@ -134,8 +154,15 @@ export class ForwardPass {
       addBias(q, L.bq, rowCount);
       addBias(k, L.bk, rowCount);
       addBias(v, L.bv, rowCount);
-      backend.rope(q, rowCount, c.headCount, c.headDim, c.ropeDim, positions, c.ropeTheta, c.ropeStyle);
-      backend.rope(k, rowCount, c.kvHeadCount, c.headDim, c.ropeDim, positions, c.ropeTheta, c.ropeStyle);
+      // qwen3, gemma3: each head of Q and K RMS-normalized before the rotation
+      if (L.qNorm !== undefined) backend.rmsNorm(q, q, rowCount * c.headCount, L.qNorm, c.normEps);
+      if (L.kNorm !== undefined) backend.rmsNorm(k, k, rowCount * c.kvHeadCount, L.kNorm, c.normEps);
+      const sliding = c.slidingLayers[l] === true;
+      const theta = sliding ? c.ropeThetaSliding : c.ropeTheta;
+      const scaling = sliding ? this.slidingRopeScaling : this.ropeScaling;
+      backend.rope(q, rowCount, c.headCount, c.headDim, c.ropeDim, positions, theta, c.ropeStyle, scaling);
+      backend.rope(k, rowCount, c.kvHeadCount, c.headDim, c.ropeDim, positions, theta, c.ropeStyle, scaling);
+      if (Math.abs(qScale - 1) > 1e-9) scaleInPlace(q, qScale);
       for (let row = 0; row < rowCount; row++) {
         const pos = positions[row]!;
         const page = rows.pageTables[rows.pageTableStarts[row]! + Math.floor(pos / layout.pageSize)]!;
@@ -144,15 +171,18 @@ export class ForwardPass {
         pool.arena.set(v.subarray(row * kvDim, (row + 1) * kvDim), kvOffset(layout, page, l, 1, slot));
       }
       const shape = { layer: l, headCount: c.headCount, kvHeadCount: c.kvHeadCount, headDim: c.headDim, layout };
-      backend.attention(att, q, rows, shape, pool.arena);
+      backend.attention(att, q, sliding ? slidingRows : rows, shape, pool.arena);
       backend.matmul(xb, att, rowCount, L.wo);
+      if (L.postAttnNorm !== undefined) backend.rmsNorm(xb, xb, rowCount, L.postAttnNorm, c.normEps);
       addInPlace(x, xb, rowCount * c.dim);
       // feed-forward block
       backend.rmsNorm(xb, x, rowCount, L.ffnNorm, c.normEps);
       backend.matmul(gate, xb, rowCount, L.wGate);
       backend.matmul(up, xb, rowCount, L.wUp);
-      backend.swiglu(gate, up, rowCount * c.ffnDim);
+      if (c.ffnActivation === 'gelu') backend.geglu(gate, up, rowCount * c.ffnDim);
+      else backend.swiglu(gate, up, rowCount * c.ffnDim);
       backend.matmul(xb, gate, rowCount, L.wDown);
+      if (L.postFfnNorm !== undefined) backend.rmsNorm(xb, xb, rowCount, L.postFfnNorm, c.normEps);
       addInPlace(x, xb, rowCount * c.dim);
     }
 
@@ -175,6 +205,7 @@ export class ForwardPass {
     backend.rmsNorm(normed, picked, wanted.length, w.outputNorm, c.normEps);
     const logits = new Float32Array(wanted.length * c.vocabSize);
     backend.matmul(logits, normed, wanted.length, w.output);
+    if (c.finalLogitSoftcap > 0) softcapInPlace(logits, c.finalLogitSoftcap);
     let offset = 0;
     return wantedPerInput.map((n) => {
       const part = logits.slice(offset * c.vocabSize, (offset + n) * c.vocabSize);
@@ -188,6 +219,14 @@ function addBias(x: Float32Array, bias: Float32Array | undefined, rowCount: numb
   if (bias === undefined) return;
   const n = bias.length;
   for (let r = 0; r < rowCount; r++) for (let i = 0; i < n; i++) x[r * n + i] += bias[i]!;
+}
+
+function scaleInPlace(x: Float32Array, s: number): void {
+  for (let i = 0; i < x.length; i++) x[i] *= s;
+}
+
+function softcapInPlace(x: Float32Array, cap: number): void {
+  for (let i = 0; i < x.length; i++) x[i] = cap * Math.tanh(x[i]! / cap);
 }
 
 function addInPlace(x: Float32Array, y: Float32Array, n: number): void {

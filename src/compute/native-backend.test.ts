@@ -18,10 +18,16 @@ after(() => native.close());
 
 const qwen = loadTestModel({ preset: 'tiny', arch: 'qwen2', dtype: 'f32', seed: 11, kvHeadCount: 2 });
 const llamaQ8 = loadTestModel({ preset: 'tiny', arch: 'llama', dtype: 'q8_0', seed: 12 });
+// sliding-window layers (window 8: pages of 8 and chunks of 7 cut windows everywhere), GELU, Q/K and sandwich norms
+const gemma = loadTestModel({ preset: 'tiny', arch: 'gemma3', dtype: 'f32', seed: 14 });
+// RoPE frequency factors and a head size other than dim / heads
+const llama3 = loadTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f16', seed: 15, llama3Rope: true, headDim: 32 });
 
 for (const [label, model] of [
   ['qwen2 f32 GQA', qwen],
   ['llama q8_0', llamaQ8],
+  ['gemma3 f32', gemma],
+  ['llama 3 RoPE f16', llama3],
 ] as const) {
   test(`native ${label}: chunked prefill (1, 7, 64 tokens) gives bit-identical logits to one-shot prefill`, () => {
     const before = native.callCounts.matmul;
@@ -60,22 +66,36 @@ for (const [label, model] of [
 }
 
 test('every instruction set and thread count gives the same logits, bit for bit', () => {
-  const prompt = promptOf(qwen, 90, 5);
-  const want = prefillLogits(forwardFor(qwen, 32, 16, native), prompt, 90);
-  for (const threadCount of [1, 3]) {
-    const backend = nativeBackendForTest({ threadCount });
-    try {
-      for (const isa of backend.supportedIsas) {
-        backend.useIsa(isa);
-        assertSameBits(
-          prefillLogits(forwardFor(qwen, 32, 16, backend), prompt, 90),
-          want,
-          `${isa}, ${threadCount} threads`,
-        );
+  for (const model of [qwen, gemma]) {
+    const prompt = promptOf(model, 90, 5);
+    const want = prefillLogits(forwardFor(model, 32, 16, native), prompt, 90);
+    for (const threadCount of [1, 3]) {
+      const backend = nativeBackendForTest({ threadCount });
+      try {
+        for (const isa of backend.supportedIsas) {
+          backend.useIsa(isa);
+          assertSameBits(
+            prefillLogits(forwardFor(model, 32, 16, backend), prompt, 90),
+            want,
+            `${model.config.arch}: ${isa}, ${threadCount} threads`,
+          );
+        }
+      } finally {
+        backend.close();
       }
-    } finally {
-      backend.close();
     }
+  }
+});
+
+test('native and reference agree on sliding-window, GELU and scaled-RoPE models: logits within 1e-4 of their spread', () => {
+  for (const model of [gemma, llama3]) {
+    const prompt = promptOf(model, 40, 7);
+    const fast = prefillLogits(forwardFor(model, 16, 8, native), prompt, 7);
+    const slow = prefillLogits(forwardFor(model, 16, 8, new ReferenceBackend()), prompt, 7);
+    const spread = Math.sqrt(slow.reduce((s, v) => s + v * v, 0) / slow.length);
+    let worst = 0;
+    for (let i = 0; i < slow.length; i++) worst = Math.max(worst, Math.abs(fast[i]! - slow[i]!));
+    assert.ok(worst <= 1e-4 * spread, `${model.config.arch}: largest difference ${worst}, spread ${spread}`);
   }
 });
 

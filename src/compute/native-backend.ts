@@ -15,11 +15,12 @@ import type { RopeStyle } from '../model/model-config.js';
 import type { WeightMatrix } from '../model/weights.js';
 import { assert } from '../util/assert.js';
 import { LIMITS } from '../util/limits.js';
-import type { AttentionRows, AttentionShape, Backend } from './backend.js';
+import { type AttentionRows, type AttentionShape, type Backend, type RopeScaling, ropeAngle } from './backend.js';
+import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 1;
+const ADDON_ABI_VERSION = 2;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp = 'matmul' | 'attention' | 'rmsNorm' | 'rope' | 'swiglu' | 'embed' | 'triad';
@@ -55,6 +56,7 @@ interface NativeContext {
     kvDim: number,
     floatsPerPage: number,
     arena: Float32Array,
+    kvStarts: Int32Array,
   ): void;
   rmsNorm(out: Float32Array, x: Float32Array, rowCount: number, weight: Float32Array, eps: number): void;
   rope(
@@ -108,8 +110,9 @@ function loadAddon(path: string): NativeAddon {
 }
 
 /**
- * cos and sin of pos · theta^(-2i/ropeDim) for every position below `positions`, with the reference backend's own
- * expression, so the native rotation (in f64, same operations) gives the reference's bits. Grows by doubling.
+ * cos and sin of ropeAngle(pos, i) (× the attention factor) for every position below `positions`, with the reference
+ * backend's own expression, so the native rotation (in f64, same operations) gives the reference's bits. Grows by
+ * doubling.
  */
 class RopeTable {
   values = new Float64Array(0); // (positions, ropeDim/2, 2)
@@ -118,6 +121,7 @@ class RopeTable {
   constructor(
     readonly theta: number,
     readonly ropeDim: number,
+    readonly scaling: RopeScaling | undefined,
   ) {}
 
   ensure(positionCount: number): void {
@@ -127,11 +131,12 @@ class RopeTable {
     const half = this.ropeDim / 2;
     const values = new Float64Array(grown * half * 2);
     values.set(this.values);
+    const mscale = this.scaling?.attnFactor ?? 1;
     for (let pos = this.positions; pos < grown; pos++) {
       for (let i = 0; i < half; i++) {
-        const angle = pos * this.theta ** ((-2 * i) / this.ropeDim);
-        values[(pos * half + i) * 2] = Math.cos(angle);
-        values[(pos * half + i) * 2 + 1] = Math.sin(angle);
+        const angle = ropeAngle(pos, i, this.ropeDim, this.theta, this.scaling);
+        values[(pos * half + i) * 2] = Math.cos(angle) * mscale;
+        values[(pos * half + i) * 2 + 1] = Math.sin(angle) * mscale;
       }
     }
     this.values = values;
@@ -144,6 +149,10 @@ export class NativeBackend implements Backend {
   private readonly context: NativeContext;
   private readonly ropeTables = new Map<string, RopeTable>();
   private lastRopeTable: RopeTable | undefined;
+  /** a number per scaling object seen, to key its tables (forward passes build theirs once) */
+  private readonly scalingIds = new WeakMap<RopeScaling, number>();
+  private nextScalingId = 1;
+  private zeroStarts = new Int32Array(0);
 
   constructor(options: NativeBackendOptions = {}) {
     const threadCount = options.threadCount ?? availableParallelism();
@@ -200,11 +209,17 @@ export class NativeBackend implements Backend {
     positions: Int32Array,
     theta: number,
     style: RopeStyle,
+    scaling?: RopeScaling,
   ): void {
     let table = this.lastRopeTable;
-    if (table === undefined || table.theta !== theta || table.ropeDim !== ropeDim) {
-      const key = `${theta}/${ropeDim}`;
-      table = this.ropeTables.get(key) ?? new RopeTable(theta, ropeDim);
+    if (table === undefined || table.theta !== theta || table.ropeDim !== ropeDim || table.scaling !== scaling) {
+      let scalingId = 0;
+      if (scaling !== undefined) {
+        scalingId = this.scalingIds.get(scaling) ?? this.nextScalingId++;
+        this.scalingIds.set(scaling, scalingId);
+      }
+      const key = `${theta}/${ropeDim}/${scalingId}`;
+      table = this.ropeTables.get(key) ?? new RopeTable(theta, ropeDim, scaling);
       this.ropeTables.set(key, table);
       this.lastRopeTable = table;
     }
@@ -217,6 +232,10 @@ export class NativeBackend implements Backend {
 
   swiglu(gate: Float32Array, up: Float32Array, n: number): void {
     this.context.swiglu(gate, up, n);
+  }
+
+  geglu(gate: Float32Array, up: Float32Array, n: number): void {
+    gegluInPlace(gate, up, n);
   }
 
   attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: Float32Array): void {
@@ -237,7 +256,13 @@ export class NativeBackend implements Backend {
       layout.kvDim,
       layout.floatsPerPage,
       arena,
+      rows.kvStarts ?? this.zeros(rows.rowCount),
     );
+  }
+
+  private zeros(n: number): Int32Array {
+    if (this.zeroStarts.length < n) this.zeroStarts = new Int32Array(n);
+    return this.zeroStarts.subarray(0, n);
   }
 
   embed(out: Float32Array, tokens: Int32Array, w: WeightMatrix): void {

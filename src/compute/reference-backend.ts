@@ -7,7 +7,8 @@ import type { RopeStyle } from '../model/model-config.js';
 import { decodeWeights } from '../model/quant.js';
 import type { WeightMatrix } from '../model/weights.js';
 import { assert } from '../util/assert.js';
-import type { AttentionRows, AttentionShape, Backend } from './backend.js';
+import { type AttentionRows, type AttentionShape, type Backend, type RopeScaling, ropeAngle } from './backend.js';
+import { gegluInPlace } from './geglu.js';
 
 export class ReferenceBackend implements Backend {
   readonly name = 'reference';
@@ -69,16 +70,18 @@ export class ReferenceBackend implements Backend {
     positions: Int32Array,
     theta: number,
     style: RopeStyle,
+    scaling?: RopeScaling,
   ): void {
     const half = ropeDim / 2;
+    const mscale = scaling?.attnFactor ?? 1;
     for (let r = 0; r < rowCount; r++) {
       const pos = positions[r]!;
       for (let h = 0; h < headCount; h++) {
         const base = (r * headCount + h) * headDim;
         for (let i = 0; i < half; i++) {
-          const angle = pos * theta ** ((-2 * i) / ropeDim);
-          const cos = Math.cos(angle);
-          const sin = Math.sin(angle);
+          const angle = ropeAngle(pos, i, ropeDim, theta, scaling);
+          const cos = Math.cos(angle) * mscale;
+          const sin = Math.sin(angle) * mscale;
           const a = style === 'adjacent' ? base + 2 * i : base + i;
           const b = style === 'adjacent' ? a + 1 : a + half;
           const x0 = x[a]!;
@@ -97,6 +100,10 @@ export class ReferenceBackend implements Backend {
     }
   }
 
+  geglu(gate: Float32Array, up: Float32Array, n: number): void {
+    gegluInPlace(gate, up, n);
+  }
+
   attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: Float32Array): void {
     const { headCount, kvHeadCount, headDim, layout, layer } = shape;
     const qDim = headCount * headDim;
@@ -104,6 +111,7 @@ export class ReferenceBackend implements Backend {
     const scale = 1 / Math.sqrt(headDim);
     for (let r = 0; r < rows.rowCount; r++) {
       const kvLength = rows.kvLengths[r]!;
+      const kvStart = rows.kvStarts?.[r] ?? 0;
       const tableStart = rows.pageTableStarts[r]!;
       if (this.scores.length < kvLength) this.scores = new Float64Array(kvLength);
       const scores = this.scores;
@@ -111,7 +119,7 @@ export class ReferenceBackend implements Backend {
         const qBase = r * qDim + h * headDim;
         const headOffset = Math.floor(h / group) * headDim;
         let max = Number.NEGATIVE_INFINITY;
-        for (let t = 0; t < kvLength; t++) {
+        for (let t = kvStart; t < kvLength; t++) {
           const page = rows.pageTables[tableStart + Math.floor(t / layout.pageSize)]!;
           const k = kvOffset(layout, page, layer, 0, t % layout.pageSize) + headOffset;
           let dot = 0;
@@ -120,12 +128,12 @@ export class ReferenceBackend implements Backend {
           if (scores[t]! > max) max = scores[t]!;
         }
         let sum = 0;
-        for (let t = 0; t < kvLength; t++) {
+        for (let t = kvStart; t < kvLength; t++) {
           scores[t] = Math.exp(scores[t]! - max);
           sum += scores[t]!;
         }
         const acc = this.accumulator(headDim);
-        for (let t = 0; t < kvLength; t++) {
+        for (let t = kvStart; t < kvLength; t++) {
           const page = rows.pageTables[tableStart + Math.floor(t / layout.pageSize)]!;
           const v = kvOffset(layout, page, layer, 1, t % layout.pageSize) + headOffset;
           const p = scores[t]!;

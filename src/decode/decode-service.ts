@@ -8,6 +8,7 @@ import type { ControlConnection } from '../cluster/control-channel.js';
 import { endToWire } from '../cluster/control-protocol.js';
 import { serveControl } from '../cluster/control-server.js';
 import { type RunningWorker, WORKER_DEFAULTS, type WorkerRuntime, workerHello } from '../cluster/worker-config.js';
+import { drainControl } from '../cluster/worker-drain.js';
 import { BatchRunner } from '../engine/batch-runner.js';
 import { ENGINE_PARTS, type EngineParts } from '../engine/engine-parts.js';
 import { engineConfigOf, setUpWorkerKv } from '../engine/worker-kv.js';
@@ -37,6 +38,7 @@ export async function startDecodeService(
   const kv = setUpWorkerKv(model, runtime.backend, settings, parts);
   const engineConfig = engineConfigOf(model, settings, kv.capacity.provenContext);
   const connections = new Set<ControlConnection>();
+  let draining = false;
   const runner = new BatchRunner({
     engine: parts.engine(engineConfig, kv.forward, {}),
     onIncident: (incident) => {
@@ -80,6 +82,7 @@ export async function startDecodeService(
     hello: workerHello(runtime, kv.capacity.provenContext, transferAddress),
     idleTimeoutMs: config.idleTimeoutMs,
     log,
+    isDraining: () => draining,
     handlersFor: (conn) => {
       connections.add(conn);
       const link = (id: string): DecodeRequestLink => ({
@@ -93,6 +96,7 @@ export async function startDecodeService(
           if (m.type === 'reserve') worker.reserve(m.request, link(m.request.id));
           else if (m.type === 'cancel') worker.cancel(m.request);
           else if (m.type === 'stats') conn.send({ type: 'stats', id: m.id, stats: worker.stats() });
+          else if (m.type === 'page_map') conn.send({ type: 'page_map', id: m.id, report: worker.pageMapReport() });
           else conn.close(`a decode worker takes no ${m.type} message`);
         },
         closed: () => {
@@ -102,16 +106,27 @@ export async function startDecodeService(
       };
     },
   });
+  let controlClosed: Promise<void> | undefined;
+  const closeControl = () => (controlClosed ??= control.close());
+  const close = async () => {
+    for (const conn of [...connections]) conn.close('the decode worker is shutting down');
+    await closeControl();
+    // the listener's close waits for its connections: the worker's close ends the transfers still open
+    const transfersClosed = transferListener.close();
+    await worker.close();
+    await transfersClosed;
+  };
   return {
     role: 'decode',
     name: config.name,
     controlAddress: control.address,
     transferAddress,
     capacity: kv.capacity,
-    close: async () => {
-      await control.close();
-      await transferListener.close();
-      await worker.close();
+    drain: async (deadlineMs) => {
+      draining = true;
+      await drainControl(connections, closeControl, deadlineMs, log);
+      await close();
     },
+    close,
   };
 }

@@ -16,9 +16,11 @@ import type { PoolStats } from '../cluster/control-protocol.js';
 import { poolStats } from '../cluster/pool-stats.js';
 import { checkFits, pickAdmissions, validateRequest } from '../engine/admission.js';
 import type { BatchRunner } from '../engine/batch-runner.js';
+import { poolRoom } from '../engine/page-grant.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import type { SequenceSampler } from '../engine/sequence-sampler.js';
 import { pagesForTokens } from '../kv/kv-layout.js';
+import { PAGE_MAP_TRANSFERS_MAX, type PageMapReport, pageMapOf, type TransferProgress } from '../kv/page-map.js';
 import type { PagePool, PageReservation } from '../kv/page-pool.js';
 import { reserveTransferSink, type TransferReservation } from '../transfer/pool-adapter.js';
 import type { TransferOutcome } from '../transfer/receive-session.js';
@@ -143,6 +145,27 @@ export class DecodeWorker {
     return poolStats(this.options.pool, tenants, running, this.queue.length);
   }
 
+  /** The dashboard's picture of the pool: a transferring request's pages show as on the wire, with its progress. */
+  pageMapReport(): PageMapReport {
+    const { pageSize } = this.options.pool.layout;
+    const transfers: TransferProgress[] = [];
+    const onWire = new Set<string>();
+    for (const h of this.held.values()) {
+      if (h.state.name !== 'transferring') continue;
+      onWire.add(h.request.id);
+      if (transfers.length >= PAGE_MAP_TRANSFERS_MAX) continue;
+      const { sink, table } = h.state.transfer;
+      // pages arrive whole and in order: the table's written tokens say how many have landed
+      transfers.push({
+        request: h.request.id,
+        tenant: h.tenant,
+        pages: sink.pageCount,
+        pagesDone: Math.ceil(table.writtenTokens / pageSize),
+      });
+    }
+    return { map: pageMapOf(this.options.pool, (request) => onWire.has(request)), transfers };
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     const error = new KvfenceError('worker_unavailable', 'the decode worker is shutting down');
@@ -158,12 +181,8 @@ export class DecodeWorker {
   private admit(): void {
     if (this.closed || this.queue.length === 0) return;
     const { pool } = this.options;
-    const room = {
-      running: this.options.runner.engine.stats().running + this.transferring,
-      runningMax: this.options.runningMax,
-      freePages: pool.freePageCount,
-      pagesOfTenant: (tenant: string) => pool.requestPagesOf(tenant),
-    };
+    const running = this.options.runner.engine.stats().running + this.transferring;
+    const room = poolRoom(pool, undefined, running, this.options.runningMax); // decode keeps no prefix cache
     for (const h of pickAdmissions(this.queue, room)) {
       this.queue.splice(this.queue.indexOf(h), 1);
       assert(h.state.name === 'queued', 'only queued requests are admitted');

@@ -13,7 +13,7 @@ import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { checkFits, pickAdmissions, validateRequest } from './admission.js';
 import { type EngineConfig, validateEngineConfig } from './engine-config.js';
-import { grantPages } from './page-grant.js';
+import { grantPages, poolRoom } from './page-grant.js';
 import type { EngineEvent, GenerationRequest } from './request.js';
 import { SamplingScratch } from './sampler.js';
 import { planStep } from './scheduler.js';
@@ -205,13 +205,7 @@ export class Engine {
   private admit(): void {
     if (this.waiting.length === 0) return; // the cache's evictable count below walks its entries
     const cache = this.prefixCache;
-    const room = {
-      running: this.running.length,
-      runningMax: this.config.runningMax,
-      freePages: this.pool.freePageCount + (cache?.evictablePages ?? 0),
-      // cached pages are the tenant's cache's, not its requests': they do not count against its quota
-      pagesOfTenant: (tenant: string) => this.pool.requestPagesOf(tenant),
-    };
+    const room = poolRoom(this.pool, cache, this.running.length, this.config.runningMax);
     for (const seq of pickAdmissions(this.waiting, room)) {
       const owner = { tenant: seq.tenant, request: seq.id };
       const grant = grantPages(this.pool, cache, owner, seq.request.promptTokens, seq.pagesNeeded);

@@ -3,6 +3,7 @@
  * cancel it. The colocated worker implements it in-process; a disaggregated deployment implements the same contract
  * over the network, so the gateway does not change.
  */
+import type { PageMapReport } from '../kv/page-map.js';
 import type { EngineStats } from './engine.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest, IsolationIncident } from './request.js';
 
@@ -34,6 +35,16 @@ export interface InferenceWorker {
   refresh?(): Promise<void>;
   /** a remote backend: each worker's state, for /health and per-worker metrics */
   workers?(): WorkerStatus[];
+  /** every worker's pool as the dashboard draws it; built only when asked (a dashboard is open) */
+  pageMaps?(): Promise<WorkerPageMap[]>;
+}
+
+/** One worker's pool for the dashboard: states and tenants only (kv/page-map.ts); no report while down or late. */
+export interface WorkerPageMap {
+  name: string;
+  role: 'colocated' | 'prefill' | 'decode';
+  up: boolean;
+  report: PageMapReport | undefined;
 }
 
 /** One prefill or decode worker as the gateway sees it. */

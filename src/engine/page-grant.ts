@@ -9,6 +9,7 @@ import type { PagePool, PageReservation } from '../kv/page-pool.js';
 import { newPageTable, type PageTable } from '../kv/page-table.js';
 import type { CachedPage, PrefixCache } from '../kv/prefix-cache.js';
 import { assert } from '../util/assert.js';
+import type { AdmissionRoom } from './admission.js';
 
 export interface PageGrant {
   readonly table: PageTable;
@@ -18,6 +19,24 @@ export interface PageGrant {
   readonly prefixKeys: readonly string[];
   /** the cached pages the table reads, pinned until `releaseGrant` */
   readonly prefixHits: readonly CachedPage[];
+}
+
+/**
+ * The pool as admission sees it: free pages plus the cache's evictable ones; a tenant's quota counts its requests'
+ * pages only (cached pages are its cache's, not its requests').
+ */
+export function poolRoom(
+  pool: PagePool,
+  cache: PrefixCache | undefined,
+  running: number,
+  runningMax: number,
+): AdmissionRoom {
+  return {
+    running,
+    runningMax,
+    freePages: pool.freePageCount + (cache?.evictablePages ?? 0),
+    pagesOfTenant: (tenant: string) => pool.requestPagesOf(tenant),
+  };
 }
 
 /** Admission checked `pagesNeeded` against the free and evictable pages: this cannot fail. */

@@ -20,7 +20,7 @@ import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { checkFits, pickAdmissions, validateRequest } from './admission.js';
 import type { EngineConfig } from './engine-config.js';
-import { grantPages, type PageGrant, releaseGrant } from './page-grant.js';
+import { grantPages, type PageGrant, poolRoom, releaseGrant } from './page-grant.js';
 import type { GeneratedToken, GenerationRequest, IsolationIncident } from './request.js';
 import { SamplingScratch } from './sampler.js';
 import { type SamplingEnv, SequenceSampler, samplingEnv } from './sequence-sampler.js';
@@ -146,12 +146,7 @@ export class PrefillEngine {
   private admit(): void {
     if (this.waiting.length === 0) return;
     const cache = this.prefixCache;
-    const room = {
-      running: this.running.length,
-      runningMax: this.config.runningMax,
-      freePages: this.pool.freePageCount + (cache?.evictablePages ?? 0),
-      pagesOfTenant: (tenant: string) => this.pool.requestPagesOf(tenant),
-    };
+    const room = poolRoom(this.pool, cache, this.running.length, this.config.runningMax);
     for (const seq of pickAdmissions(this.waiting, room)) {
       const owner = { tenant: seq.tenant, request: seq.request.id };
       seq.grant = grantPages(this.pool, cache, owner, seq.request.promptTokens, seq.pagesNeeded);

@@ -4,8 +4,10 @@
  *   2. submit to the worker (429 tenant limit, 503 queue full are thrown here, nothing reserved);
  *   3. read events: tokens → text (stop sequences) → SSE chunks or an accumulated body;
  *   4. end: finished → 200 (or [DONE]); failed → its status (before the first streamed byte) or an SSE error event;
- *      client gone → cancel (pages free before the next step); deadline → cancel + 504-style error.
+ *      client gone → cancel (pages free before the next step); deadline → cancel + 504-style error; a client that
+ *      stops reading its stream → the stream is cut (stream-writer.ts) and the request cancelled like a disconnect.
  * Streams send their headers only with the first token, so a request that fails while waiting still gets its status.
+ * A stream keeps no per-token state (only counts): what it holds is bounded by its writer, not by its length.
  */
 import { randomInt, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
@@ -13,6 +15,7 @@ import { contextError } from '../engine/admission.js';
 import type { InferenceWorker } from '../engine/inference-worker.js';
 import type { FinishReason, GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import { KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
 import { type ChatDelta, ChatOutput } from './chat-output.js';
 import { httpErrorOf } from './errors.js';
 import type { GatewayMetrics, RequestOutcome } from './metrics.js';
@@ -20,6 +23,7 @@ import * as format from './openai-format.js';
 import { RequestEvents } from './request-events.js';
 import type { ParsedRequest } from './schemas.js';
 import { promptTokens, type ServedModel } from './served-model.js';
+import { type StreamBounds, type StreamCut, StreamWriter } from './stream-writer.js';
 import type { TenantGate } from './tenant-gate.js';
 import type { TenantDirectory } from './tenants.js';
 import { TextStream } from './text-stream.js';
@@ -60,11 +64,16 @@ export class CompletionRun {
   private readonly chat: ChatOutput | undefined;
   /** completions with echo: the prompt's text, first in the output */
   private echoText = '';
+  /** the tokens and text of a body answer (a stream sends each as it comes and keeps only counts) */
   private readonly tokens: GeneratedToken[] = [];
-  private promptTokenCount = 0;
   private content = '';
+  private completionTokens = 0;
+  private contentChars = 0;
+  private promptTokenCount = 0;
   private lastTokenMs: number | undefined;
-  private streaming = false;
+  /** set once the stream's headers are out */
+  private writer: StreamWriter | undefined;
+  private events: RequestEvents | undefined;
   private settled = false;
 
   constructor(
@@ -86,13 +95,14 @@ export class CompletionRun {
 
   /** Validates and submits (throwing a KvfenceError → the error handler), then serves the request to its end. */
   async run(): Promise<void> {
-    const request = this.prepare();
+    const request = await this.prepare();
     const gone = new AbortController();
     this.reply.raw.on('close', () => gone.abort());
     const { ctx } = this;
     const pages = Math.ceil((request.promptTokens.length + request.maxTokens) / ctx.pageSize);
     const lease = await ctx.gate.enter(this.tenant, pages, ctx.queueTimeoutMs, gone.signal);
     const events = new RequestEvents(ctx.requestTimeoutMs);
+    this.events = events;
     try {
       ctx.worker.submit(request, events);
       this.log.info(
@@ -117,18 +127,23 @@ export class CompletionRun {
     }
   }
 
+  /** How much a stream may hold for a client that does not read (test/serving/backpressure.test.ts makes them small). */
+  protected streamBounds(): StreamBounds {
+    return { bufferedBytesMax: LIMITS.streamBufferedBytesMax, drainTimeoutMs: LIMITS.streamDrainTimeoutMs };
+  }
+
   /** The prompt's token ids and the completion's length (default: the rest of the context). */
-  protected promptAndMaxTokens(): { prompt: number[]; maxTokens: number } {
+  protected async promptAndMaxTokens(): Promise<{ prompt: number[]; maxTokens: number }> {
     const tools = this.parsed.tools?.tools.map((t) => t.definition);
-    const prompt = promptTokens(this.ctx.model, this.parsed.prompt, tools);
+    const prompt = await promptTokens(this.ctx.model, this.parsed.prompt, this.ctx.context, tools);
     return { prompt, maxTokens: this.parsed.maxTokens ?? this.ctx.context - prompt.length };
   }
 
-  private prepare(): GenerationRequest {
+  private async prepare(): Promise<GenerationRequest> {
     const { parsed, ctx } = this;
     if (parsed.model !== ctx.model.id)
       throw new KvfenceError('model_not_found', `The model '${parsed.model}' does not exist`, 'model');
-    const { prompt, maxTokens } = this.promptAndMaxTokens();
+    const { prompt, maxTokens } = await this.promptAndMaxTokens();
     // I2: what can never fit is rejected here, before any reservation.
     const tooLong = contextError(
       prompt.length,
@@ -188,8 +203,18 @@ export class CompletionRun {
           this.ctx.worker.cancel(this.id);
           this.settled = true;
           this.log.info(
-            { tenant: this.tenant, request: this.id, completionTokens: this.tokens.length },
+            { tenant: this.tenant, request: this.id, completionTokens: this.completionTokens },
             'client disconnected; request cancelled',
+          );
+          this.count('cancelled');
+          return;
+        case 'stalled':
+          // the writer has closed the connection already; the rest is a disconnect's ending
+          this.ctx.worker.cancel(this.id);
+          this.settled = true;
+          this.log.info(
+            { tenant: this.tenant, request: this.id, completionTokens: this.completionTokens, ...event.cut },
+            'client stopped reading its stream; request cancelled, connection closed',
           );
           this.count('cancelled');
           return;
@@ -210,9 +235,10 @@ export class CompletionRun {
     else m.interTokenLatency.observe(labels, (atMs - this.lastTokenMs) / 1000);
     m.generationTokens.inc(labels);
     this.lastTokenMs = atMs;
-    this.tokens.push(token);
+    this.completionTokens++;
+    if (!this.parsed.stream) this.tokens.push(token);
     const step = this.text.push(token.id);
-    this.content += step.text;
+    this.addContent(step.text);
     this.writeText(step.text, token);
     return step.stopped;
   }
@@ -223,7 +249,7 @@ export class CompletionRun {
       return;
     }
     const rest = this.text.finish();
-    this.content += rest;
+    this.addContent(rest);
     if (rest !== '') this.writeText(rest, undefined);
     this.succeed(end.reason);
   }
@@ -234,7 +260,7 @@ export class CompletionRun {
     const calls = answer?.message.tool_calls !== undefined;
     const reason: format.ChoiceFinish = calls && engineReason === 'stop' ? 'tool_calls' : engineReason;
     this.settled = true;
-    const usage = format.usageOf(this.promptTokenCount, this.tokens.length);
+    const usage = format.usageOf(this.promptTokenCount, this.completionTokens);
     const m = this.ctx.metrics;
     m.promptTokens.inc({ model_name: m.modelName }, usage.prompt_tokens);
     m.requestLatency.observe({ model_name: m.modelName }, (performance.now() - this.arrivedMs) / 1000);
@@ -252,7 +278,7 @@ export class CompletionRun {
           : format.textCompletion(this.head, '', engineReason, null);
       this.sse(final);
       if (this.parsed.includeUsage) this.sse(format.usageChunk(this.head, this.parsed.endpoint, usage));
-      this.reply.raw.end('data: [DONE]\n\n');
+      this.writer?.end('data: [DONE]\n\n');
       return;
     }
     const logprobs = this.parsed.logprobs;
@@ -284,10 +310,10 @@ export class CompletionRun {
       { tenant: this.tenant, request: this.id, code: error.code, status: http.status },
       `request failed: ${error.message}`,
     );
-    if (this.streaming) {
+    if (this.writer !== undefined) {
       // Headers are out: the failure travels as an error event, and the stream ends without [DONE] (never a success).
       this.sse(http.body);
-      this.reply.raw.end();
+      this.writer.end();
       return;
     }
     if (http.retryAfterS !== undefined) this.reply.header('retry-after', String(http.retryAfterS));
@@ -315,7 +341,7 @@ export class CompletionRun {
     }
     if (token === undefined && text === '') return;
     this.startStream();
-    const offset = this.echoText.length + this.content.length - text.length;
+    const offset = this.echoText.length + this.contentChars - text.length;
     this.sse(
       format.textCompletion(
         this.head,
@@ -331,9 +357,14 @@ export class CompletionRun {
     this.sse(format.chatChunk(this.head, delta, null, logprobs));
   }
 
+  private addContent(text: string): void {
+    this.contentChars += text.length;
+    if (!this.parsed.stream) this.content += text;
+  }
+
   private startStream(): void {
-    if (this.streaming) return;
-    this.streaming = true;
+    if (this.writer !== undefined) return;
+    this.writer = new StreamWriter(this.reply.raw, this.streamBounds(), (cut) => this.onCut(cut));
     this.reply.hijack();
     this.reply.raw.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
@@ -347,7 +378,19 @@ export class CompletionRun {
   }
 
   private sse(data: object): void {
-    if (!this.reply.raw.writableEnded) this.reply.raw.write(`data: ${JSON.stringify(data)}\n\n`);
+    this.writer?.write(`data: ${JSON.stringify(data)}\n\n`);
+  }
+
+  /** The client stopped reading: a running request ends as cancelled; one already answered just loses its socket. */
+  private onCut(cut: StreamCut): void {
+    if (!this.settled) {
+      this.events?.push({ kind: 'stalled', cut });
+      return;
+    }
+    this.log.info(
+      { tenant: this.tenant, request: this.id, ...cut },
+      'client did not read the end of its stream; connection closed',
+    );
   }
 
   private count(outcome: RequestOutcome): void {

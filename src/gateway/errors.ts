@@ -54,3 +54,24 @@ export function httpErrorOf(error: unknown, retryAfterS = 1): HttpError {
 export function statusOf(code: ErrorCode): number {
   return ERROR_MAPPING[code].status;
 }
+
+/**
+ * 413 for a body over the limit derived from the served context (body-limit.ts). Not an ErrorCode: no other layer
+ * raises it, and its message must name the limit, which only the gateway knows.
+ */
+export function bodyTooLargeError(limitBytes: number, context: number): HttpError {
+  return {
+    status: 413,
+    body: {
+      error: {
+        message:
+          `The request body is larger than ${limitBytes} bytes, the most a request to this server can need ` +
+          `(a ${context}-token context). Send a shorter prompt.`,
+        type: 'invalid_request_error',
+        param: null,
+        code: 'request_too_large',
+      },
+    },
+    retryAfterS: undefined,
+  };
+}

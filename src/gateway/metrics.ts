@@ -1,6 +1,10 @@
 /**
- * Prometheus metrics (prom-client, on a registry of our own: no global state). Names follow vLLM where vLLM has the
+ * Prometheus metrics (prom-client, on registries of our own: no global state). Names follow vLLM where vLLM has the
  * metric, so existing dashboards work; kvfence's own (tenant pages, isolation incidents, pool pages) are `kvfence_*`.
+ *
+ * Two registries: `registry` holds the aggregate series, public like /metrics; `tenantRegistry` holds every series
+ * labelled with a tenant's name (kvfence_tenant_*, kvfence_requests_total, kvfence_isolation_incidents_total), which
+ * would let anyone watch another tenant's activity: /metrics serves them only to the admin token (`full`).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { InferenceWorker, WorkerStatus } from '../engine/inference-worker.js';
@@ -13,6 +17,9 @@ const LATENCY_BUCKETS_S = [
 
 export class GatewayMetrics {
   readonly registry = new Registry();
+  private readonly tenantRegistry = new Registry();
+  /** both registries: what the admin token sees */
+  readonly full: Registry;
   readonly promptTokens: Counter<'model_name'>;
   readonly generationTokens: Counter<'model_name'>;
   readonly timeToFirstToken: Histogram<'model_name'>;
@@ -28,8 +35,11 @@ export class GatewayMetrics {
     knownTenants: readonly string[],
     /** requests waiting in the gateway for their tenant's page quota (tenant-gate.ts) */
     waitingAtGateway: () => number,
+    /** connections that have not authenticated yet (connection-guard.ts) */
+    unauthenticatedConnections: () => number,
   ) {
     const registers = [this.registry];
+    const tenantRegisters = [this.tenantRegistry];
     const labels = ['model_name'] as const;
     const gauge = (name: string, help: string, read: () => number) =>
       new Gauge({
@@ -63,6 +73,14 @@ export class GatewayMetrics {
       "KV pages read from the tenants' prefix caches instead of computed, since the workers started.",
       () => worker.stats().pagesReused ?? 0,
     );
+    new Gauge({
+      name: 'kvfence_http_unauthenticated_connections',
+      help: 'HTTP connections that have not yet sent an authenticated request.',
+      registers,
+      collect() {
+        this.set(unauthenticatedConnections());
+      },
+    });
     const workers = worker.workers?.bind(worker);
     if (workers !== undefined) {
       const perWorker = (name: string, help: string, read: (w: WorkerStatus) => number | undefined) =>
@@ -87,7 +105,7 @@ export class GatewayMetrics {
       name: 'kvfence_tenant_kv_pages',
       help: 'KV pages held by each tenant.',
       labelNames: ['tenant'],
-      registers,
+      registers: tenantRegisters,
       collect() {
         this.reset();
         const tenants = worker.stats().tenants;
@@ -99,7 +117,7 @@ export class GatewayMetrics {
       name: 'kvfence_tenant_requests_in_flight',
       help: 'Waiting + running requests of each tenant.',
       labelNames: ['tenant'],
-      registers,
+      registers: tenantRegisters,
       collect() {
         this.reset();
         const tenants = worker.stats().tenants;
@@ -150,15 +168,16 @@ export class GatewayMetrics {
       name: 'kvfence_requests_total',
       help: 'Requests by tenant and how they ended.',
       labelNames: ['tenant', 'outcome'],
-      registers,
+      registers: tenantRegisters,
     });
     this.isolationIncidents = new Counter({
       name: 'kvfence_isolation_incidents_total',
       help: 'Failed KV ownership checks (each aborted its request and was recorded).',
       labelNames: ['tenant'],
-      registers,
+      registers: tenantRegisters,
     });
     for (const tenant of knownTenants) this.isolationIncidents.inc({ tenant }, 0);
+    this.full = Registry.merge([this.registry, this.tenantRegistry]);
     worker.onIncident((incident) => this.isolationIncidents.inc({ tenant: incident.tenant }));
   }
 }

@@ -1,16 +1,19 @@
 /**
- * A request's events (tokens, its ending, a client disconnect) as an awaitable queue, so a route handler reads as
+ * A request's events (tokens, its ending, a client disconnect or stalled stream) as an awaitable queue, so a route handler reads as
  * straight-line code. Every wait has a deadline (I6): past it the request is cancelled and answered with a timeout.
  */
 
 import type { GenerationSink } from '../engine/inference-worker.js';
 import type { GeneratedToken, GenerationEnd } from '../engine/request.js';
 import { assert } from '../util/assert.js';
+import type { StreamCut } from './stream-writer.js';
 
 export type RequestEvent =
   | { kind: 'token'; token: GeneratedToken; atMs: number }
   | { kind: 'end'; end: GenerationEnd }
   | { kind: 'disconnected' }
+  /** the client stopped reading its stream and the writer closed the connection */
+  | { kind: 'stalled'; cut: StreamCut }
   | { kind: 'deadline' };
 
 export class RequestEvents implements GenerationSink {

@@ -1,9 +1,11 @@
 /** The model a gateway serves, as the gateway needs it: its public id, tokenizer and parsed chat template. */
 import type { Template } from '@huggingface/jinja';
-import { parseChatTemplate, renderChatTemplate } from '../model/chat-template.js';
+import { parseChatTemplate } from '../model/chat-template.js';
+import { EncoderThread } from '../model/encoder-thread.js';
 import type { LoadedModel } from '../model/load-model.js';
-import type { Tokenizer } from '../model/tokenizer.js';
+import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
 import { KvfenceError } from '../util/errors.js';
+import { renderChatPrompt } from './chat-prompt.js';
 import type { PromptInput } from './schemas.js';
 import { type ToolCallFormat, toolCallFormatOf } from './tool-calls.js';
 
@@ -12,10 +14,15 @@ export interface ServedModel {
   createdS: number;
   vocabSize: number;
   tokenizer: Tokenizer;
+  /** the tokenizer off the event loop, for texts from clients */
+  encoder: EncoderThread;
   chatTemplate: Template | undefined;
   /** how the model writes tool calls, by its chat template */
   toolCallFormat: ToolCallFormat;
 }
+
+/** A long prompt's tokenization is answered within this or refused (503): it runs off the event loop, bounded. */
+const TOKENIZE_TIMEOUT_MS = 10_000;
 
 export function servedModel(model: LoadedModel, id: string): ServedModel {
   return {
@@ -23,16 +30,48 @@ export function servedModel(model: LoadedModel, id: string): ServedModel {
     createdS: Math.floor(Date.now() / 1000),
     vocabSize: model.config.vocabSize,
     tokenizer: model.tokenizer,
+    encoder: new EncoderThread(model.tokenizer, model.path, TOKENIZE_TIMEOUT_MS),
     chatTemplate: model.chatTemplate === undefined ? undefined : parseChatTemplate(model.chatTemplate),
     toolCallFormat: toolCallFormatOf(model.chatTemplate),
   };
 }
 
 /**
- * The prompt's token ids: chat messages through the chat template (with the request's tool definitions as its
- * `tools`), text through the tokenizer, ids as given.
+ * A client's text as token ids, never more work than `context` tokens' worth (I2 at the door): a text longer than any
+ * `context` tokens can stand for is refused before tokenizing, and tokenizing stops once the ids exceed the context
+ * (refused too). Long texts are tokenized off the event loop.
  */
-export function promptTokens(model: ServedModel, prompt: PromptInput, tools?: readonly unknown[]): number[] {
+export async function encodeClientText(
+  model: ServedModel,
+  text: string,
+  options: EncodeOptions,
+  context: number,
+  param: 'messages' | 'prompt',
+): Promise<number[]> {
+  const tooLong = (what: string) =>
+    new KvfenceError(
+      'context_length_exceeded',
+      `This model's maximum context length is ${context} tokens. However, your ${param} ${what}. ` +
+        `Please reduce the length of the ${param}.`,
+      param,
+    );
+  if (text.length > context * model.tokenizer.longestTokenChars)
+    throw tooLong(`is ${text.length} characters long, more than ${context} tokens can hold`);
+  const ids = await model.encoder.encode(text, { ...options, stopAfter: context });
+  if (ids.length > context) throw tooLong(`is more than ${context} tokens long`);
+  return ids;
+}
+
+/**
+ * The prompt's token ids: chat messages through the chat template (with the request's tool definitions as its
+ * `tools`), text through the tokenizer (a text over `context` tokens is refused), ids as given.
+ */
+export async function promptTokens(
+  model: ServedModel,
+  prompt: PromptInput,
+  context: number,
+  tools?: readonly unknown[],
+): Promise<number[]> {
   const { tokenizer } = model;
   switch (prompt.kind) {
     case 'tokens':
@@ -43,7 +82,9 @@ export function promptTokens(model: ServedModel, prompt: PromptInput, tools?: re
       return prompt.tokens;
     case 'text':
       if (prompt.text === '') throw new KvfenceError('invalid_request_error', 'the prompt is empty', 'prompt');
-      return tokenizer.encode(prompt.text, { addSpecial: true, parseSpecial: false });
+      // completions prompts are often templated already: their special-token text is parsed, as llama.cpp's server
+      // and vLLM do (docs/api.md)
+      return encodeClientText(model, prompt.text, { addSpecial: true, parseSpecial: true }, context, 'prompt');
     case 'messages': {
       if (model.chatTemplate === undefined) {
         throw new KvfenceError(
@@ -52,13 +93,10 @@ export function promptTokens(model: ServedModel, prompt: PromptInput, tools?: re
           'messages',
         );
       }
-      const text = renderChatTemplate(model.chatTemplate, prompt.messages, {
-        addGenerationPrompt: true,
-        bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : '',
-        eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : '',
-        ...(tools !== undefined ? { tools } : {}),
-      });
-      return tokenizer.encode(text, { addSpecial: false, parseSpecial: true });
+      // the template's special tokens are parsed; the messages' own text is not (chat-prompt.ts)
+      const { text, literalRanges } = renderChatPrompt(model.chatTemplate, prompt.messages, tokenizer, tools);
+      const options = { addSpecial: false, parseSpecial: true, literalRanges };
+      return encodeClientText(model, text, options, context, 'messages');
     }
   }
 }

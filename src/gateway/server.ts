@@ -1,9 +1,17 @@
 /**
  * The OpenAI-compatible HTTP gateway (fastify): authenticates keys → tenants, validates, and hands each completion to
  * a CompletionRun over an InferenceWorker. Errors of every route become OpenAI-shaped bodies in the one error handler
- * (statuses from errors.ts). /health and /metrics need no key; everything under /v1, /tokenize and /detokenize does
- * (unless in dev mode).
+ * (statuses from errors.ts).
+ *
+ * The key is checked in an onRequest hook, before any body is read: a request without a valid key is a 401 and its
+ * connection closes, so a stranger cannot keep uploading (DESIGN I11). An unknown route is a 404 from the same hook,
+ * for anyone (fastify would read its body first). /health, /health/live, /health/ready and /metrics need no key
+ * (/metrics' per-tenant series need the admin token); /dashboard and below answer to the admin token alone
+ * (dashboard-routes.ts); every other route needs a key (unless in dev mode). The body limit,
+ * timeouts and per-address bound on unauthenticated connections are in body-limit.ts, http-limits.ts and
+ * connection-guard.ts.
  */
+import type { Socket } from 'node:net';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -13,15 +21,22 @@ import Fastify, {
 } from 'fastify';
 import type { InferenceWorker } from '../engine/inference-worker.js';
 import { KvfenceError } from '../util/errors.js';
-import { LIMITS } from '../util/limits.js';
+import type { AdminToken } from './admin-token.js';
 import { CompletionRun, type CompletionRunClass, type GatewayContext } from './completion-run.js';
-import { httpErrorOf } from './errors.js';
+import { ConnectionGuard } from './connection-guard.js';
+import { isDashboardRoute, registerDashboardRoutes } from './dashboard-routes.js';
+import { bodyTooLargeError, httpErrorOf } from './errors.js';
+import { registerHealthRoutes, type ServingState } from './health-routes.js';
+import { type HttpLimits, httpServerOptions } from './http-limits.js';
 import { GatewayMetrics } from './metrics.js';
 import { type ParsedRequest, parseChatRequest, parseCompletionRequest } from './schemas.js';
 import type { ServedModel } from './served-model.js';
 import { TenantGate } from './tenant-gate.js';
 import type { TenantDirectory } from './tenants.js';
 import { registerTokenizeRoutes } from './tokenize-routes.js';
+
+/** routes any client may call; everything else needs a key */
+const PUBLIC_ROUTES: ReadonlySet<string> = new Set(['/health', '/health/live', '/health/ready', '/metrics']);
 
 export interface GatewayOptions {
   model: ServedModel;
@@ -34,6 +49,11 @@ export interface GatewayOptions {
   queueTimeoutMs: number;
   requestTimeoutMs: number;
   retryAfterS: number;
+  /** the largest request body read (body-limit.ts); larger is a 413 */
+  bodyLimitBytes: number;
+  http: HttpLimits;
+  /** who may read /metrics' per-tenant series; undefined: nobody (they are left out) */
+  adminToken?: AdminToken;
   /** the completion handler; default CompletionRun (the mutation self-test hands in a subclass) */
   completionRun?: CompletionRunClass;
 }
@@ -42,18 +62,35 @@ export interface Gateway {
   app: FastifyInstance;
   metrics: GatewayMetrics;
   gate: TenantGate;
+  /** set `shuttingDown` before the workers stop: /health/ready turns 503 */
+  state: ServingState;
 }
 
 export function buildGateway(options: GatewayOptions): Gateway {
   const { model, worker, tenants } = options;
   const app = Fastify({
     loggerInstance: options.logger,
-    bodyLimit: LIMITS.requestBodyBytesMax,
+    bodyLimit: options.bodyLimitBytes,
+    ...httpServerOptions(options.http),
     // fastify's own per-request lines come before authentication, so they could not carry the tenant; ours do
     logController: new LogController({ disableRequestLogging: true }),
   });
+  app.addHook('onClose', () => model.encoder.close());
+  const guard = new ConnectionGuard({
+    perAddressMax: options.http.unauthConnectionsPerAddress,
+    addressesMax: options.http.unauthAddressesMax,
+    onRefused: (address, why) => options.logger.debug({ address, why }, 'unauthenticated connection refused'),
+  });
+  app.server.on('connection', (socket: Socket) => guard.accept(socket));
+  const state: ServingState = { shuttingDown: false };
   const gate = new TenantGate((tenant) => tenants.limitsOf(tenant));
-  const metrics = new GatewayMetrics(worker, model.id, tenants.tenants(), () => gate.waitingCount);
+  const metrics = new GatewayMetrics(
+    worker,
+    model.id,
+    tenants.tenants(),
+    () => gate.waitingCount,
+    () => guard.count,
+  );
   const ctx: GatewayContext = {
     model,
     worker,
@@ -69,7 +106,11 @@ export function buildGateway(options: GatewayOptions): Gateway {
   const Run = options.completionRun ?? CompletionRun;
   const tenantOf = new WeakMap<FastifyRequest, string>();
 
-  const authenticate = (request: FastifyRequest): string => {
+  // before the body is read (the content-type parser runs after onRequest): a stranger's upload is never parsed
+  app.addHook('onRequest', async (request) => {
+    const route = request.routeOptions.url;
+    if (route === undefined) throw new KvfenceError('not_found', `no route ${request.method} ${request.url}`);
+    if (PUBLIC_ROUTES.has(route) || isDashboardRoute(route)) return; // the dashboard checks the admin token itself
     const tenant = tenants.authenticate(request.headers.authorization);
     if (tenant === undefined) {
       throw new KvfenceError(
@@ -78,6 +119,12 @@ export function buildGateway(options: GatewayOptions): Gateway {
       );
     }
     tenantOf.set(request, tenant);
+    guard.authenticated(request.raw.socket);
+  });
+  /** The tenant the onRequest hook found (every non-public route has one). */
+  const authenticate = (request: FastifyRequest): string => {
+    const tenant = tenantOf.get(request);
+    if (tenant === undefined) throw new KvfenceError('internal_error', 'a keyed route ran without authentication');
     return tenant;
   };
 
@@ -113,31 +160,26 @@ export function buildGateway(options: GatewayOptions): Gateway {
     return modelCard();
   });
 
-  app.get('/health', async () => {
-    await worker.refresh?.();
-    const s = worker.stats();
-    const workers = worker.workers?.();
-    return {
-      status: 'ok',
-      running: s.running,
-      waiting: s.waiting + gate.waitingCount,
-      kvPagesFree: s.pagesFree,
-      kvPagesTotal: s.pagesTotal,
-      ...(workers !== undefined ? { workers } : {}),
-    };
+  registerHealthRoutes(app, worker, state, () => gate.waitingCount);
+  registerDashboardRoutes(app, {
+    adminToken: options.adminToken,
+    source: { worker, gate, metrics, log: options.logger },
+    onAuthorized: (request) => guard.authenticated(request.raw.socket),
   });
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', async (request, reply) => {
     await worker.refresh?.();
-    reply.header('content-type', metrics.registry.contentType);
-    return metrics.registry.metrics();
+    const registry = options.adminToken?.matches(request.headers.authorization) ? metrics.full : metrics.registry;
+    reply.header('content-type', registry.contentType);
+    return registry.metrics();
   });
 
-  app.setNotFoundHandler((request, reply) => {
-    const http = httpErrorOf(new KvfenceError('not_found', `no route ${request.method} ${request.url}`));
-    reply.code(http.status).send(http.body);
-  });
   app.setErrorHandler((error: unknown, request, reply) => {
-    const http = httpErrorOf(asKvfenceError(error), options.retryAfterS);
+    const http = isBodyTooLarge(error)
+      ? bodyTooLargeError(options.bodyLimitBytes, options.context)
+      : httpErrorOf(asKvfenceError(error), options.retryAfterS);
+    // a stranger's connection, or one whose body was refused unread, closes after this response: node would otherwise
+    // read (and drop) the rest of the upload to reuse the connection
+    if (http.status === 401 || !request.raw.complete) reply.header('connection', 'close');
     const tenant = tenantOf.get(request);
     if (http.status >= 500) request.log.error({ tenant, err: error }, 'request failed');
     else
@@ -149,7 +191,11 @@ export function buildGateway(options: GatewayOptions): Gateway {
     if (http.retryAfterS !== undefined) reply.header('retry-after', String(http.retryAfterS));
     reply.code(http.status).send(http.body);
   });
-  return { app, metrics, gate };
+  return { app, metrics, gate, state };
+}
+
+function isBodyTooLarge(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && 'statusCode' in error && error.statusCode === 413;
 }
 
 /** Framework errors (bad JSON, body too large, wrong content type) are the client's: 400 with their message. */

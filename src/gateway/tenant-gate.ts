@@ -114,6 +114,16 @@ export class TenantGate {
     return this.states.get(tenant)?.pages ?? 0;
   }
 
+  /** Requests of one tenant waiting here for its pages (the dashboard's per-tenant queue). */
+  waitingOf(tenant: string): number {
+    return this.states.get(tenant)?.queue.length ?? 0;
+  }
+
+  /** Tenants with requests in flight here. */
+  activeTenants(): string[] {
+    return [...this.states.keys()];
+  }
+
   private lease(tenant: string, pages: number): TenantLease {
     let released = false;
     return {

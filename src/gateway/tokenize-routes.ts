@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { parseMessages } from './schemas.js';
-import { promptTokens, type ServedModel } from './served-model.js';
+import { encodeClientText, promptTokens, type ServedModel } from './served-model.js';
 import { tokenPiece } from './text-stream.js';
 import { parseToolRequest } from './tool-request.js';
 
@@ -64,16 +64,18 @@ export function registerTokenizeRoutes(
         throw bad('add_generation_prompt false is not supported', 'add_generation_prompt');
       const tools = parseToolRequest({ tools: body['tools'] ?? undefined });
       const messages = parseMessages(body['messages']);
-      tokens = promptTokens(
+      tokens = await promptTokens(
         model,
         { kind: 'messages', messages },
+        provenContext(),
         tools?.tools.map((t) => t.definition),
       );
     } else {
       const prompt = body['prompt'];
       if (typeof prompt !== 'string') throw bad('prompt must be a string', 'prompt');
       if (body['tools'] !== undefined) throw bad('tools need messages', 'tools');
-      tokens = tokenizer.encode(prompt, { addSpecial: flag(body, 'add_special_tokens', true), parseSpecial: false });
+      const options = { addSpecial: flag(body, 'add_special_tokens', true), parseSpecial: false };
+      tokens = await encodeClientText(model, prompt, options, provenContext(), 'prompt');
     }
     return {
       count: tokens.length,

@@ -230,6 +230,15 @@ export class PagePool {
     return STATE_NAMES[this.states[page]!]!;
   }
 
+  /**
+   * Every page's state, owner and written tokens, in page order, for the dashboard's page map (page-map.ts). It only
+   * reads, so a dashboard looking on cannot change what the pool grants, checks or frees.
+   */
+  visitPages(visit: (page: number, state: PageState, owner: PageOwner | undefined, written: number) => void): void {
+    for (let page = 0; page < this.pageCount; page++)
+      visit(page, STATE_NAMES[this.states[page]!]!, this.owners[page], this.written[page]!);
+  }
+
   /** Full conservation check (O(pages)), for tests: free + reserved + active == total, and the free list agrees. */
   checkConservation(): { free: number; reserved: number; active: number } {
     const counts = [0, 0, 0];

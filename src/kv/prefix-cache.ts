@@ -86,7 +86,7 @@ export class PrefixCache {
   keysOf(tenant: string, prompt: readonly number[]): string[] {
     const { pageSize } = this.pool.layout;
     const keys: string[] = [];
-    let key = createHash('sha256').update('kvfence prefix\0').update(tenant, 'utf8').digest('base64');
+    let key = this.chainSeed(tenant);
     for (let start = 0; start + pageSize <= prompt.length; start += pageSize) {
       const ids = Int32Array.from(prompt.slice(start, start + pageSize));
       key = createHash('sha256').update(key).update(new Uint8Array(ids.buffer)).digest('base64');
@@ -105,7 +105,7 @@ export class PrefixCache {
     for (const key of keys.slice(0, maxPages)) {
       const entry = this.index.get(key);
       if (entry === undefined) break;
-      assert(entry.tenant === table.owner.tenant, 'a key names its tenant');
+      assert(this.hitAllowed(entry, table), 'a key names its tenant');
       entry.refs++;
       hits.push(entry);
       table.pages.push(entry.table.pages[0]!);
@@ -178,6 +178,19 @@ export class PrefixCache {
       const entry = chain[i]!;
       if (this.lru.delete(entry)) this.lru.add(entry);
     }
+  }
+
+  /**
+   * key(-1): the tenant goes into every key, so no key of one tenant equals another's (I9). Protected only so that the
+   * mutation self-test can seed a cache whose keys forget it (test/mutants/).
+   */
+  protected chainSeed(tenant: string): string {
+    return createHash('sha256').update('kvfence prefix\0').update(tenant, 'utf8').digest('base64');
+  }
+
+  /** A hit is an entry of the reading table's own tenant. Protected only for the mutation self-test, as above. */
+  protected hitAllowed(entry: CachedPage, table: PageTable): boolean {
+    return entry.tenant === table.owner.tenant;
   }
 
   /**

@@ -90,6 +90,7 @@ export async function startDisaggregatedServer(
       handshakeTimeoutMs: WORKER_DEFAULTS.handshakeTimeoutMs,
       incidentsDb: serve.incidentsDb.replace(/(\.sqlite)?$/, `-${name}.sqlite`),
       logLevel: serve.logLevel,
+      ...(serve.drainTimeoutMs !== undefined ? { drainTimeoutMs: serve.drainTimeoutMs } : {}),
     };
   };
   const configs: WorkerConfig[] = [];
@@ -127,6 +128,10 @@ export async function startDisaggregatedServer(
       supervisor,
       secret,
       workers,
+      async drain(deadlineMs: number) {
+        await gateway.drain(deadlineMs);
+        await supervisor.close(); // the workers hold nothing now: each drains at once and exits
+      },
       async close() {
         await gateway.close();
         await supervisor.close();

@@ -12,6 +12,7 @@ import type { TenantDirectory } from '../gateway/tenants.js';
 import { IncidentStore } from '../incidents/incident-store.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModel } from '../model/load-model.js';
+import { drainHttp } from './drain-http.js';
 import { type GatewayParts, openGateway } from './open-gateway.js';
 import { resolvePageCount, SERVE_DEFAULTS, type ServeConfig, workerSettingsOf } from './serve-config.js';
 
@@ -23,6 +24,8 @@ export interface RunningServer {
   incidents: IncidentStore;
   devMode: boolean;
   reloadKeys(): string;
+  /** SIGTERM: readiness 503 at once, the requests in flight end (at most `deadlineMs`, then 503), then close */
+  drain(deadlineMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -78,7 +81,17 @@ export async function startServer(
     incidents,
     devMode: open.tenants.devMode,
     reloadKeys: () => open.reloadKeys(),
+    async drain(deadlineMs: number) {
+      open.beginShutdown();
+      await drainHttp(
+        () => open.close(),
+        () => worker.close(),
+        deadlineMs,
+      );
+      incidents.close();
+    },
     async close() {
+      open.beginShutdown();
       await worker.close();
       await open.close();
       incidents.close();
@@ -97,5 +110,7 @@ export function gatewaySettingsOf(config: ServeConfig) {
     clampContext: config.clampContext,
     queueTimeoutMs: config.queueTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,
+    ...(config.http !== undefined ? { http: config.http } : {}),
+    ...(config.adminTokenFile !== undefined ? { adminTokenFile: config.adminTokenFile } : {}),
   };
 }

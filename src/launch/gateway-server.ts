@@ -5,8 +5,10 @@
  * tenant's quota), and serves the same OpenAI API as `kvfence serve` through a RemoteDispatcher.
  */
 import { pino } from 'pino';
+import type { WorkerRole } from '../cluster/control-protocol.js';
 import { RemoteDispatcher } from '../cluster/remote-dispatcher.js';
 import type { LogLevel } from '../cluster/worker-config.js';
+import { staticResolver, WorkerDiscovery, type WorkerResolver } from '../cluster/worker-discovery.js';
 import { servedModel } from '../gateway/served-model.js';
 import type { Gateway } from '../gateway/server.js';
 import type { TenantDirectory } from '../gateway/tenants.js';
@@ -14,6 +16,7 @@ import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { type LoadedModel, loadModel } from '../model/load-model.js';
 import { systemClock } from '../util/clock.js';
 import { TcpTransport } from '../wire/tcp-transport.js';
+import { drainHttp } from './drain-http.js';
 import { type GatewayParts, type GatewaySettings, openGateway } from './open-gateway.js';
 
 export const GATEWAY_DEFAULTS = {
@@ -26,14 +29,21 @@ export const GATEWAY_DEFAULTS = {
   reconnectDelayMs: 250,
   statsTimeoutMs: 2_000,
   graceMs: 2_000,
+  dnsRefreshMs: 5_000,
+  /** one DNS lookup longer than this is given up for its round */
+  dnsLookupTimeoutMs: 5_000,
+  drainTimeoutMs: 30_000,
 } as const;
 
 export interface GatewayConfig extends GatewaySettings {
   modelPath?: string;
   modelName?: string;
-  /** control addresses (host:port) of the workers */
-  prefill: readonly string[];
-  decode: readonly string[];
+  /** control addresses (host:port) of the workers: fixed lists… */
+  prefill?: readonly string[];
+  decode?: readonly string[];
+  /** …or resolvers asked again every dnsRefreshMs (DNS names of headless Services; tests: fakes) */
+  resolvers?: Record<WorkerRole, WorkerResolver>;
+  dnsRefreshMs?: number;
   secret: Uint8Array;
   contextCap?: number;
   /** how long startup waits for every worker's hello */
@@ -48,6 +58,11 @@ export interface RunningGateway {
   tenants: TenantDirectory;
   devMode: boolean;
   reloadKeys(): string;
+  /**
+   * SIGTERM: /health/ready turns 503 at once, the listener closes, the requests in flight run to their end (at most
+   * `deadlineMs`; then what is left fails with 503 worker_unavailable), then the workers' links close.
+   */
+  drain(deadlineMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -60,9 +75,19 @@ export async function startGateway(
   const c = model.config;
   const logger = pino({ level: config.logLevel });
   const served = servedModel(model, config.modelName ?? c.name);
+  const discovery = new WorkerDiscovery({
+    resolvers: config.resolvers ?? {
+      prefill: staticResolver(config.prefill ?? []),
+      decode: staticResolver(config.decode ?? []),
+    },
+    refreshMs: config.dnsRefreshMs ?? GATEWAY_DEFAULTS.dnsRefreshMs,
+    resolveTimeoutMs: GATEWAY_DEFAULTS.dnsLookupTimeoutMs,
+    log: logger,
+  });
+  const found = await discovery.initial(config.connectTimeoutMs);
   const dispatcher = new RemoteDispatcher({
-    prefill: config.prefill,
-    decode: config.decode,
+    prefill: found.prefill,
+    decode: found.decode,
     transport: new TcpTransport({
       secret: config.secret,
       handshakeTimeoutMs: GATEWAY_DEFAULTS.handshakeTimeoutMs,
@@ -78,13 +103,21 @@ export async function startGateway(
   });
   let open: Awaited<ReturnType<typeof openGateway>>;
   try {
-    await dispatcher.start(config.connectTimeoutMs);
+    const dynamic = config.resolvers?.prefill.dynamic === true || config.resolvers?.decode.dynamic === true;
+    await dispatcher.start(config.connectTimeoutMs, dynamic);
     open = await openGateway(dispatcher, served, config, logger, announce, parts);
   } catch (error) {
     await dispatcher.close();
     throw error;
   }
-  announce(`kvfence: gateway over ${config.prefill.length} prefill and ${config.decode.length} decode workers`);
+  discovery.start(dispatcher);
+  const { prefill, decode } = config.resolvers ?? {};
+  announce(
+    `kvfence: gateway over ${found.prefill.length} prefill and ${found.decode.length} decode workers` +
+      (prefill?.dynamic || decode?.dynamic
+        ? ` (found at ${prefill?.source} and ${decode?.source}; asked again every ${config.dnsRefreshMs ?? GATEWAY_DEFAULTS.dnsRefreshMs} ms)`
+        : ''),
+  );
   announce(`kvfence: serving model "${served.id}" (context ${open.context}) on ${open.url}`);
   return {
     url: open.url,
@@ -93,7 +126,22 @@ export async function startGateway(
     tenants: open.tenants,
     devMode: open.tenants.devMode,
     reloadKeys: () => open.reloadKeys(),
+    async drain(deadlineMs: number) {
+      open.beginShutdown();
+      discovery.stop();
+      await drainHttp(
+        () => open.close(),
+        async () => {
+          if (dispatcher.inFlight > 0)
+            logger.warn({ requests: dispatcher.inFlight, deadlineMs }, 'drain deadline passed; failing what is left');
+          await dispatcher.close();
+        },
+        deadlineMs,
+      );
+    },
     async close() {
+      open.beginShutdown();
+      discovery.stop();
       await dispatcher.close();
       await open.close();
     },

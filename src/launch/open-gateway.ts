@@ -1,11 +1,15 @@
 /**
  * The HTTP gateway over any InferenceWorker (the colocated worker, or the remote dispatcher of a cluster): the tenant
- * table from the key file, the quota half of I1, fastify listening, and a key-file reload (SIGHUP) that applies to new
- * requests without a restart. Both `kvfence serve` and `kvfence gateway` open their gateway here.
+ * table from the key file, the quota half of I1, the body limit the proven context allows, the admin token, fastify
+ * listening, and a key-file reload (SIGHUP) that applies to new requests without a restart. Both `kvfence serve` and
+ * `kvfence gateway` open their gateway here.
  */
 import type { FastifyBaseLogger } from 'fastify';
 import type { InferenceWorker } from '../engine/inference-worker.js';
+import { AdminToken } from '../gateway/admin-token.js';
+import { bodyLimitFor } from '../gateway/body-limit.js';
 import type { CompletionRunClass } from '../gateway/completion-run.js';
+import { HTTP_DEFAULTS, type HttpLimits } from '../gateway/http-limits.js';
 import { checkReloadedQuotas, proveTenantQuotas } from '../gateway/quota-proof.js';
 import type { ServedModel } from '../gateway/served-model.js';
 import { buildGateway, type Gateway } from '../gateway/server.js';
@@ -24,6 +28,10 @@ export interface GatewaySettings {
   /** the longest a request waits for its tenant's pages (then 503) */
   queueTimeoutMs: number;
   requestTimeoutMs: number;
+  /** HTTP timeouts and the unauthenticated-connection bound; absent fields: HTTP_DEFAULTS */
+  http?: Partial<HttpLimits>;
+  /** file holding the token that may read /metrics' per-tenant series; absent: they are left out */
+  adminTokenFile?: string;
 }
 
 export interface OpenGateway {
@@ -34,6 +42,8 @@ export interface OpenGateway {
   context: number;
   /** re-reads the key file; returns what changed, or throws (the old table stays) */
   reloadKeys(): string;
+  /** /health/ready answers 503 from now on (call before stopping the workers) */
+  beginShutdown(): void;
   close(): Promise<void>;
 }
 
@@ -60,6 +70,8 @@ export async function openGateway(
   const proof = proveTenantQuotas(worker.provenContext, worker.pageSize, tenants, settings.clampContext);
   if (proof.clamped) announce(`kvfence: ${proof.summary}`);
   const context = proof.provenContext;
+  const adminToken = settings.adminTokenFile === undefined ? undefined : AdminToken.fromFile(settings.adminTokenFile);
+  const bodyLimit = bodyLimitFor(context, model.tokenizer);
   const gateway = buildGateway({
     model,
     worker,
@@ -69,6 +81,9 @@ export async function openGateway(
     queueTimeoutMs: settings.queueTimeoutMs,
     requestTimeoutMs: settings.requestTimeoutMs,
     retryAfterS: 1,
+    bodyLimitBytes: bodyLimit.bytes,
+    http: { ...HTTP_DEFAULTS, ...settings.http },
+    ...(adminToken !== undefined ? { adminToken } : {}),
     ...(parts.completionRun !== undefined ? { completionRun: parts.completionRun } : {}),
   });
   const url = await gateway.app.listen({ host: settings.host, port: settings.port });
@@ -77,6 +92,15 @@ export async function openGateway(
       'kvfence: DEV MODE: no --api-keys given: single tenant "dev", no authentication. Do not expose this port.',
     );
   else announce(`kvfence: ${tenants.tenants().length} tenants from ${settings.apiKeysPath}`);
+  announce(
+    `kvfence: request bodies up to ${bodyLimit.bytes} bytes (context ${context} × longest token ` +
+      `${bodyLimit.longestTokenBytes} bytes, JSON-escaped, + other fields)`,
+  );
+  announce(
+    adminToken !== undefined
+      ? `kvfence: /metrics per-tenant series for the admin token in ${settings.adminTokenFile}`
+      : 'kvfence: /metrics per-tenant series off (no --admin-token-file)',
+  );
   return {
     url,
     gateway,
@@ -90,7 +114,13 @@ export async function openGateway(
       tenants.replace(file);
       return `${tenants.tenants().length} tenants reloaded from ${path}`;
     },
-    close: () => gateway.app.close(),
+    beginShutdown() {
+      gateway.state.shuttingDown = true;
+    },
+    close: () => {
+      gateway.state.shuttingDown = true;
+      return gateway.app.close();
+    },
   };
 }
 

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { LogLevel } from '../cluster/worker-config.js';
 import type { BackendPreference } from '../compute/select-backend.js';
 import type { WorkerSettings } from '../engine/worker-kv.js';
+import type { HttpLimits } from '../gateway/http-limits.js';
 import { pageCountForMemory, parseByteSize } from '../kv/capacity.js';
 import { makeKvLayout } from '../kv/kv-layout.js';
 import type { LoadedModel } from '../model/load-model.js';
@@ -39,7 +40,13 @@ export interface ServeConfig {
   prefixCachePages?: number;
   incidentsDb: string;
   requestTimeoutMs: number;
+  /** HTTP timeouts and the unauthenticated-connection bound (absent fields: HTTP_DEFAULTS) */
+  http?: Partial<HttpLimits>;
+  /** the token file for /metrics' per-tenant series (absent: they are left out) */
+  adminTokenFile?: string;
   logLevel: LogLevel;
+  /** on SIGTERM: the longest requests in flight are served before exit (workers too, disaggregated) */
+  drainTimeoutMs?: number;
   /** the clock of queue deadlines (default Date.now; tests move time by hand) */
   now?: () => number;
 }

@@ -59,6 +59,10 @@ export async function startWorker(
     if (deps.incidents !== undefined) return worker;
     return {
       ...worker,
+      drain: async (deadlineMs) => {
+        await worker.drain(deadlineMs);
+        incidents.close();
+      },
       close: async () => {
         await worker.close();
         incidents.close();

@@ -1,11 +1,13 @@
 /**
  * The program a supervisor forks for each worker of `kvfence serve --disaggregated`: it waits (bounded) for its one
  * start message over the IPC channel — the typed config and the cluster secret, never argv or the environment —
- * starts the worker, reports its bound addresses, and exits when told to (SIGTERM) or when its supervisor is gone.
+ * starts the worker, reports its bound addresses, drains and exits 0 on SIGTERM (worker-lifecycle.ts: the supervisor
+ * then starts its successor), and exits at once when its supervisor is gone.
  */
-import { parseWorkerStart } from '../cluster/worker-config.js';
+import { parseWorkerStart, WORKER_DEFAULTS } from '../cluster/worker-config.js';
 import { reportFailure } from './report-failure.js';
 import { startWorker, type WorkerDeps } from './start-worker.js';
+import { endWorkerOnSignal } from './worker-lifecycle.js';
 
 const START_TIMEOUT_MS = 30_000;
 
@@ -30,8 +32,9 @@ export function runSupervisedWorker(deps: WorkerDeps = {}): void {
           ...deps,
           announce: (line) => process.stdout.write(`${line}\n`),
         });
-        process.once('SIGTERM', () => {
-          void worker.close().then(() => process.exit(0));
+        await endWorkerOnSignal(worker, {
+          drainTimeoutMs: start.config.drainTimeoutMs ?? WORKER_DEFAULTS.drainTimeoutMs,
+          announce: (line) => process.stdout.write(`${line}\n`),
         });
         send({ kind: 'ready', control: worker.controlAddress, transfer: worker.transferAddress });
       } catch (error) {

@@ -7,8 +7,10 @@ import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import {
+  blockSize,
   elementCount,
   GGML_TYPE_CODES,
+  GGML_UNSUPPORTED_TYPE_NAMES,
   GGUF_DEFAULT_ALIGNMENT,
   GGUF_MAGIC,
   GGUF_VALUE_CODES,
@@ -17,8 +19,8 @@ import {
   type GgufScalarType,
   type GgufTensor,
   type GgufValue,
+  isQuantized,
   metaNumber,
-  Q8_0_BLOCK_SIZE,
   tensorByteSize,
   type WeightDType,
 } from './gguf-types.js';
@@ -48,6 +50,7 @@ const VALUE_TYPES_BY_CODE = new Map<number, GgufScalarType | 'array'>(
 const DTYPES_BY_CODE = new Map<number, WeightDType>(
   Object.entries(GGML_TYPE_CODES).map(([name, code]) => [code, name as WeightDType]),
 );
+const SUPPORTED_TYPES = Object.keys(GGML_TYPE_CODES).join(', ');
 const WINDOW_BYTES = 1 << 20;
 
 function bad(path: string, what: string): KvfenceError {
@@ -185,15 +188,16 @@ function readTensorInfo(cursor: FileCursor, path: string): Omit<GgufTensorInfo, 
   const typeCode = cursor.u32(`${name} type`);
   const dtype = DTYPES_BY_CODE.get(typeCode);
   if (dtype === undefined) {
+    const typeName = GGML_UNSUPPORTED_TYPE_NAMES.get(typeCode) ?? 'unknown';
     throw new KvfenceError(
       'unsupported_model',
-      `${path}: tensor ${name} has ggml type ${typeCode}; kvfence reads f32, f16, bf16 and q8_0 weights`,
+      `${path}: tensor ${name} has ggml type ${typeName} (${typeCode}); kvfence reads ${SUPPORTED_TYPES} weights`,
     );
   }
   const count = elementCount(dims);
   if (!Number.isSafeInteger(count)) throw bad(path, `tensor ${name} is too large`);
-  if (dtype === 'q8_0' && dims[0]! % Q8_0_BLOCK_SIZE !== 0) {
-    throw bad(path, `q8_0 tensor ${name} has a row of ${dims[0]} values, not a multiple of ${Q8_0_BLOCK_SIZE}`);
+  if (dims[0]! % blockSize(dtype) !== 0) {
+    throw bad(path, `${dtype} tensor ${name} has a row of ${dims[0]} values, not a multiple of ${blockSize(dtype)}`);
   }
   const offset = cursor.u64(`${name} offset`);
   return { name, dtype, dims, offset, byteSize: tensorByteSize(dtype, count) };
@@ -260,15 +264,8 @@ function parseHeader(fd: number, path: string): GgufHeader {
 }
 
 function allocateTensorData(dtype: WeightDType, count: number, byteSize: number): GgufTensor['data'] {
-  switch (dtype) {
-    case 'f32':
-      return new Float32Array(count);
-    case 'f16':
-    case 'bf16':
-      return new Uint16Array(count);
-    case 'q8_0':
-      return new Uint8Array(byteSize);
-  }
+  if (isQuantized(dtype)) return new Uint8Array(byteSize);
+  return dtype === 'f32' ? new Float32Array(count) : new Uint16Array(count);
 }
 
 /** Reads only the header: metadata and the tensor table (for `model inspect` and for validation before loading). */

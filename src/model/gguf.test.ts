@@ -6,7 +6,7 @@ import { runCli } from '../../test/helpers/cli.js';
 import { tempDirectory } from '../../test/helpers/temp.js';
 import { KvfenceError } from '../util/errors.js';
 import { readGguf, readGgufHeader } from './gguf-read.js';
-import type { GgufMetadata, GgufTensor } from './gguf-types.js';
+import { blockSize, GGML_TYPE_CODES, type GgufMetadata, type GgufTensor, type WeightDType } from './gguf-types.js';
 import { writeGguf } from './gguf-write.js';
 import { loadModel } from './load-model.js';
 import { decodeWeights, encodeWeights } from './quant.js';
@@ -32,13 +32,16 @@ test('write then read gives back every metadata value and tensor byte', () => {
     ['t.strings', { type: 'array', itemType: 'string', value: ['a', 'é', ''] }],
     ['t.floats', { type: 'array', itemType: 'f32', value: [0.5, -2] }],
   ]);
-  const values = Float32Array.from({ length: 64 }, (_, i) => Math.sin(i));
-  const tensors: GgufTensor[] = (['f32', 'f16', 'bf16', 'q8_0'] as const).map((dtype) => ({
-    name: `w.${dtype}`,
-    dtype,
-    dims: [32, 2],
-    data: encodeWeights(values, dtype),
-  }));
+  const values = Float32Array.from({ length: 512 }, (_, i) => Math.sin(i));
+  const tensors: GgufTensor[] = (Object.keys(GGML_TYPE_CODES) as WeightDType[]).map((dtype) => {
+    const rowLength = Math.max(32, blockSize(dtype));
+    return {
+      name: `w.${dtype}`,
+      dtype,
+      dims: [rowLength, 2],
+      data: encodeWeights(values.subarray(0, 2 * rowLength), dtype),
+    };
+  });
   const path = join(dir, 'roundtrip.gguf');
   writeGguf(path, metadata, tensors);
   const file = readGguf(path);
@@ -104,7 +107,7 @@ test('bad files give one clear line and exit 1, never a stack trace', () => {
   expectBad(join(dir, 'version.gguf'), /version 7 is not supported/);
 });
 
-test('an unknown architecture and an unknown weight type are named', () => {
+test('an unknown architecture, an unsupported weight type (IQ2_XXS) and a row of partial blocks are named', () => {
   const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3 });
   const meta = new Map(model.metadata);
   meta.set('general.architecture', { type: 'string', value: 'mamba' });
@@ -113,12 +116,15 @@ test('an unknown architecture and an unknown weight type are named', () => {
   const path = sampleFile('type.gguf');
   const bytes = readFileSync(path);
   const header = readGgufHeader(path);
-  // The type code of the first tensor sits 12 bytes before its offset field: patch it to Q4_K (12).
+  // The type code of the first tensor sits 12 bytes before its offset field: patch it to IQ2_XXS (16).
   const nameBytes = Buffer.from(header.tensors[0]!.name);
   const at = bytes.indexOf(nameBytes, 0) + nameBytes.length + 4 + 8 * header.tensors[0]!.dims.length;
-  bytes.writeUInt32LE(12, at);
+  bytes.writeUInt32LE(16, at);
   writeFileSync(path, bytes);
-  expectBad(path, /ggml type 12; kvfence reads f32, f16, bf16 and q8_0/);
+  expectBad(path, /tensor token_embd\.weight has ggml type iq2_xxs \(16\); kvfence reads f32, f16, q4_0, .*q6_k, bf16/);
+  bytes.writeUInt32LE(12, at); // Q4_K: its rows (64 values) are not whole super-blocks of 256
+  writeFileSync(path, bytes);
+  expectBad(path, /q4_k tensor token_embd\.weight has a row of 64 values, not a multiple of 256/);
 });
 
 test('offsets past the end of the file are refused before any read', () => {

@@ -321,10 +321,18 @@ export function preTokenize(text: string, pre: PreTokenizerName): string[] {
   const words: string[] = [];
   let start = 0;
   for (const length of lengths) {
-    words.push(String.fromCodePoint(...cps.slice(start, start + length)));
+    words.push(stringOf(cps, start, start + length));
     start += length;
   }
   return words;
+}
+
+/** Code points [start, end) as a string, a bounded slice at a time: a word may be as long as the whole text. */
+function stringOf(cps: readonly number[], start: number, end: number): string {
+  const SLICE = 4096; // far below any engine's argument limit
+  let text = '';
+  for (let at = start; at < end; at += SLICE) text += String.fromCodePoint(...cps.slice(at, Math.min(end, at + SLICE)));
+  return text;
 }
 
 /** GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others map to U+0100 upwards in byte order. */

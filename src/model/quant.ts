@@ -1,10 +1,25 @@
 /**
  * Weight storage formats: conversion from f32 when writing test models, and row dequantization when reading.
  * Q8_0 follows ggml's reference quantize_row_q8_0: per block of 32, d = max|x| / 127 stored as f16, q = round(x / d).
+ * The other block types are in quant-legacy.ts (Q4_0 … Q5_1) and quant-kquants.ts (Q2_K … Q6_K); every dequantization
+ * is ggml's reference one, bit for bit.
  */
 import { assert } from '../util/assert.js';
 import { bf16ToF32, f16ToF32, f32ToBf16, f32ToF16 } from '../util/half.js';
-import { Q8_0_BLOCK_BYTES, Q8_0_BLOCK_SIZE, type TensorData, type WeightDType } from './gguf-types.js';
+import {
+  Q8_0_BLOCK_BYTES,
+  Q8_0_BLOCK_SIZE,
+  QUANT_BLOCKS,
+  type QuantizedDType,
+  type TensorData,
+  type WeightDType,
+} from './gguf-types.js';
+import { dequantizeKBlock, quantizeKBlock } from './quant-kquants.js';
+import { dequantizeLegacyBlock, type LegacyDType, quantizeLegacyBlock } from './quant-legacy.js';
+
+function isLegacy(dtype: WeightDType): dtype is LegacyDType {
+  return dtype === 'q4_0' || dtype === 'q4_1' || dtype === 'q5_0' || dtype === 'q5_1';
+}
 
 export function quantizeQ8_0(values: Float32Array): Uint8Array {
   assert(values.length % Q8_0_BLOCK_SIZE === 0, 'q8_0 needs whole blocks of 32');
@@ -26,6 +41,18 @@ export function quantizeQ8_0(values: Float32Array): Uint8Array {
   return out;
 }
 
+function quantizeBlocks(values: Float32Array, dtype: Exclude<QuantizedDType, 'q8_0'>): Uint8Array {
+  const { size, bytes: blockBytes } = QUANT_BLOCKS[dtype];
+  assert(values.length % size === 0, `${dtype} needs whole blocks of ${size}`);
+  const out = new Uint8Array((values.length / size) * blockBytes);
+  const view = new DataView(out.buffer);
+  for (let b = 0; b < values.length / size; b++) {
+    if (isLegacy(dtype)) quantizeLegacyBlock(dtype, values, b * size, view, b * blockBytes);
+    else quantizeKBlock(dtype, values, b * size, out, view, b * blockBytes);
+  }
+  return out;
+}
+
 /** Converts f32 values to the storage of `dtype`. */
 export function encodeWeights(values: Float32Array, dtype: WeightDType): TensorData {
   switch (dtype) {
@@ -37,11 +64,14 @@ export function encodeWeights(values: Float32Array, dtype: WeightDType): TensorD
       return Uint16Array.from(values, f32ToBf16);
     case 'q8_0':
       return quantizeQ8_0(values);
+    default:
+      return quantizeBlocks(values, dtype);
   }
 }
 
 /**
- * Dequantizes `count` values starting at element `start` (a multiple of the block size for q8_0) into `out`.
+ * Dequantizes `count` values starting at element `start` (both multiples of the block size for quantized types) into
+ * `out`.
  */
 export function decodeWeights(
   data: TensorData,
@@ -71,6 +101,17 @@ export function decodeWeights(
         for (let j = 0; j < Q8_0_BLOCK_SIZE; j++) out[outOffset + i + j] = d * view.getInt8(block + 2 + j);
       }
       return;
+    }
+    default: {
+      const { size, bytes: blockBytes } = QUANT_BLOCKS[dtype];
+      assert(start % size === 0 && count % size === 0, `${dtype} rows are whole blocks of ${size}`);
+      const bytes = data as Uint8Array;
+      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+      for (let i = 0; i < count; i += size) {
+        const at = ((start + i) / size) * blockBytes;
+        if (isLegacy(dtype)) dequantizeLegacyBlock(dtype, bytes, view, at, out, outOffset + i);
+        else dequantizeKBlock(dtype, bytes, view, at, out, outOffset + i);
+      }
     }
   }
 }

@@ -4,10 +4,14 @@
  * near-flat distributions; a large scale makes the argmax well separated, so greedy sequences can be compared across
  * implementations without near-ties flipping a token.
  */
+import { KvfenceError } from '../util/errors.js';
 import { SeededRandom } from '../util/random.js';
-import type { GgufMetadata, GgufTensor, WeightDType } from './gguf-types.js';
+import type { GgufMetadata, GgufTensor } from './gguf-types.js';
+import { readHfTokenizer } from './hf-tokenizer.js';
 import type { Architecture } from './model-config.js';
 import { encodeWeights } from './quant.js';
+import { LLAMA_FILE_TYPES, type MatrixRole, type ModelFileType, matrixType } from './quant-mix.js';
+import { archMetadata, archTensors, fuseForArch, ropeBaseOf } from './test-model-arch.js';
 import { buildTestVocabulary, type TestTokenizerKind } from './vocab-build.js';
 
 export const TEST_PRESETS = {
@@ -18,6 +22,17 @@ export const TEST_PRESETS = {
     headCount: 4,
     kvHeadCount: 2,
     ffnDim: 192,
+    vocabSize: 512,
+    contextLength: 1024,
+    tied: false,
+  },
+  // rows of 256 and 512 values: whole K-quant super-blocks, so every matrix can take every type
+  small: {
+    dim: 256,
+    layerCount: 2,
+    headCount: 4,
+    kvHeadCount: 2,
+    ffnDim: 512,
     vocabSize: 512,
     contextLength: 1024,
     tied: false,
@@ -50,7 +65,8 @@ export type PreTokenizerName = 'gpt-2' | 'llama3' | 'qwen2' | 'smollm';
 export interface TestModelOptions {
   preset: TestPreset;
   arch: Architecture;
-  dtype: WeightDType;
+  /** one weight type for every matrix, or a llama-quantize mix (quant-mix.ts) */
+  dtype: ModelFileType;
   seed: number;
   tokenizer?: TestTokenizerKind;
   pre?: PreTokenizerName;
@@ -60,6 +76,16 @@ export interface TestModelOptions {
   contextLength?: number;
   /** overrides the preset's KV head count (grouped-query attention when below the head count) */
   kvHeadCount?: number;
+  /** head size when it is not dim / heads (written as attention.key_length and value_length, as Mistral Nemo's) */
+  headDim?: number;
+  /** rotated dims per head when fewer than the head size (partial rotary, as phi-4-mini's) */
+  ropeDim?: number;
+  /** Llama 3.1's RoPE (llama only): base 500000 and rope_freqs.weight frequency factors */
+  llama3Rope?: boolean;
+  /** a Hugging Face tokenizer.json whose vocabulary replaces the generated one (hf-tokenizer.ts) */
+  hfTokenizer?: string;
+  /** tie the output to the token embedding (default: the preset's choice) */
+  tied?: boolean;
 }
 
 export interface TestModel {
@@ -71,13 +97,16 @@ export function makeTestModel(options: TestModelOptions): TestModel {
   const p = TEST_PRESETS[options.preset];
   const { arch, dtype } = options;
   const kvHeadCount = options.kvHeadCount ?? p.kvHeadCount;
-  const headDim = p.dim / p.headCount;
+  const headDim = options.headDim ?? p.dim / p.headCount;
+  const ropeDim = options.ropeDim ?? headDim;
+  const tied = options.tied ?? p.tied;
+  const llama3Rope = options.llama3Rope ?? false;
   const qDim = p.headCount * headDim;
   const kvDim = kvHeadCount * headDim;
   const contextLength = options.contextLength ?? p.contextLength;
   const logitScale = options.logitScale ?? 1;
   const kind = options.tokenizer ?? 'gpt2';
-  const pre = options.pre ?? (arch === 'qwen2' ? 'qwen2' : 'smollm');
+  const pre = options.pre ?? (arch === 'qwen2' || arch === 'qwen3' ? 'qwen2' : 'smollm');
   const random = new SeededRandom(options.seed);
 
   const metadata: GgufMetadata = new Map();
@@ -87,20 +116,31 @@ export function makeTestModel(options: TestModelOptions): TestModel {
   str('general.architecture', arch);
   str('general.name', `kvfence-test-${options.preset}-${arch}-${dtype}-s${options.seed}`);
   u32('general.alignment', 32);
-  u32('general.file_type', { f32: 0, f16: 1, q8_0: 7, bf16: 32 }[dtype]);
+  u32('general.file_type', LLAMA_FILE_TYPES[dtype]);
   u32(`${arch}.context_length`, contextLength);
   u32(`${arch}.embedding_length`, p.dim);
   u32(`${arch}.block_count`, p.layerCount);
   u32(`${arch}.feed_forward_length`, p.ffnDim);
   u32(`${arch}.attention.head_count`, p.headCount);
   u32(`${arch}.attention.head_count_kv`, kvHeadCount);
-  u32(`${arch}.rope.dimension_count`, headDim);
-  f32(`${arch}.rope.freq_base`, arch === 'qwen2' ? 1_000_000 : 10_000);
+  u32(`${arch}.rope.dimension_count`, ropeDim);
+  f32(`${arch}.rope.freq_base`, ropeBaseOf(arch, llama3Rope));
+  if (options.headDim !== undefined) {
+    u32(`${arch}.attention.key_length`, headDim);
+    u32(`${arch}.attention.value_length`, headDim);
+  }
+  const shape = { arch, dim: p.dim, layerCount: p.layerCount, headDim, ropeDim, contextLength };
+  archMetadata(shape, metadata);
   f32(`${arch}.attention.layer_norm_rms_epsilon`, 1e-5);
-  for (const [key, value] of buildTestVocabulary({ kind, pre, vocabSize: p.vocabSize, seed: options.seed })) {
+  const hf = options.hfTokenizer === undefined ? undefined : readHfTokenizer(options.hfTokenizer);
+  // llama.cpp gives models named like Phi-3 special-token attributes that need <unk> <s> </s> <|endoftext|>
+  if (arch === 'phi3' && hf === undefined)
+    throw new KvfenceError('invalid_argument', 'a phi3 test model needs a real vocabulary (hfTokenizer)');
+  const vocabSize = hf?.vocabSize ?? p.vocabSize;
+  for (const [key, value] of hf?.metadata ?? buildTestVocabulary({ kind, pre, vocabSize, seed: options.seed })) {
     metadata.set(key, value);
   }
-  u32(`${arch}.vocab_size`, p.vocabSize);
+  u32(`${arch}.vocab_size`, vocabSize);
 
   const tensors: GgufTensor[] = [];
   const gaussian = (count: number, std: number, mean = 0) => {
@@ -108,35 +148,46 @@ export function makeTestModel(options: TestModelOptions): TestModel {
     for (let i = 0; i < count; i++) v[i] = mean + std * random.normal();
     return v;
   };
-  const matrix = (name: string, inDim: number, outDim: number, std: number) =>
-    tensors.push({ name, dtype, dims: [inDim, outDim], data: encodeWeights(gaussian(inDim * outDim, std), dtype) });
+  const mixShape = { layerCount: p.layerCount, gqa: p.headCount / kvHeadCount, tied };
+  const matrix = (name: string, role: MatrixRole, layer: number, inDim: number, outDim: number, std: number) => {
+    const type = matrixType(dtype, { role, layer, rowLength: inDim }, mixShape);
+    tensors.push({
+      name,
+      dtype: type,
+      dims: [inDim, outDim],
+      data: encodeWeights(gaussian(inDim * outDim, std), type),
+    });
+  };
   // 1-d tensors stay f32, as llama.cpp's converters and quantizer keep them.
   const vector = (name: string, length: number, std: number, mean: number) =>
     tensors.push({ name, dtype: 'f32', dims: [length], data: gaussian(length, std, mean) });
 
   // Tied models read logits off the token embedding. A small embedding keeps the input token from dominating the
   // residual stream (which would make the model echo its input); the output norm's scale restores the logit spread.
-  const embeddingStd = p.tied ? 0.02 : 1;
-  const outputNormMean = p.tied ? logitScale / (Math.sqrt(p.dim) * embeddingStd) : 1;
-  matrix('token_embd.weight', p.dim, p.vocabSize, embeddingStd);
+  const embeddingStd = tied ? 0.02 : 1;
+  const outputNormMean = tied ? logitScale / (Math.sqrt(p.dim) * embeddingStd) : 1;
+  matrix('token_embd.weight', 'token_embd', 0, p.dim, vocabSize, embeddingStd);
   for (let l = 0; l < p.layerCount; l++) {
     const b = `blk.${l}.`;
     vector(`${b}attn_norm.weight`, p.dim, 0.1, 1);
-    matrix(`${b}attn_q.weight`, p.dim, qDim, 1 / Math.sqrt(p.dim));
-    matrix(`${b}attn_k.weight`, p.dim, kvDim, 1 / Math.sqrt(p.dim));
-    matrix(`${b}attn_v.weight`, p.dim, kvDim, 1 / Math.sqrt(p.dim));
+    matrix(`${b}attn_q.weight`, 'attn_q', l, p.dim, qDim, 1 / Math.sqrt(p.dim));
+    matrix(`${b}attn_k.weight`, 'attn_k', l, p.dim, kvDim, 1 / Math.sqrt(p.dim));
+    matrix(`${b}attn_v.weight`, 'attn_v', l, p.dim, kvDim, 1 / Math.sqrt(p.dim));
     if (arch === 'qwen2') {
       vector(`${b}attn_q.bias`, qDim, 0.1, 0);
       vector(`${b}attn_k.bias`, kvDim, 0.1, 0);
       vector(`${b}attn_v.bias`, kvDim, 0.1, 0);
     }
-    matrix(`${b}attn_output.weight`, qDim, p.dim, 0.5 / Math.sqrt(qDim));
+    matrix(`${b}attn_output.weight`, 'attn_output', l, qDim, p.dim, 0.5 / Math.sqrt(qDim));
     vector(`${b}ffn_norm.weight`, p.dim, 0.1, 1);
-    matrix(`${b}ffn_gate.weight`, p.dim, p.ffnDim, 1 / Math.sqrt(p.dim));
-    matrix(`${b}ffn_up.weight`, p.dim, p.ffnDim, 1 / Math.sqrt(p.dim));
-    matrix(`${b}ffn_down.weight`, p.ffnDim, p.dim, 0.5 / Math.sqrt(p.ffnDim));
+    matrix(`${b}ffn_gate.weight`, 'ffn_gate', l, p.dim, p.ffnDim, 1 / Math.sqrt(p.dim));
+    matrix(`${b}ffn_up.weight`, 'ffn_up', l, p.dim, p.ffnDim, 1 / Math.sqrt(p.dim));
+    matrix(`${b}ffn_down.weight`, 'ffn_down', l, p.ffnDim, p.dim, 0.5 / Math.sqrt(p.ffnDim));
   }
   vector('output_norm.weight', p.dim, 0.1 * outputNormMean, outputNormMean);
-  if (!p.tied) matrix('output.weight', p.dim, p.vocabSize, logitScale / Math.sqrt(p.dim));
-  return { metadata, tensors };
+  if (!tied) matrix('output.weight', 'output', 0, p.dim, vocabSize, logitScale / Math.sqrt(p.dim));
+  const fixed = (name: string, values: Float32Array) =>
+    tensors.push({ name, dtype: 'f32', dims: [values.length], data: values });
+  archTensors(shape, llama3Rope, vector, fixed);
+  return { metadata, tensors: fuseForArch(arch, tensors) };
 }

@@ -14,6 +14,7 @@ import { KvfenceError } from '../util/errors.js';
 import { type GgufMetadata, metaBool, metaString } from './gguf-types.js';
 import { initialSymbols, mergeSymbols } from './merge-queue.js';
 import {
+  BYTE_TO_CHAR,
   byteLevelEncode,
   byteOfChar,
   PRE_TOKENIZER_TRAITS,
@@ -42,6 +43,17 @@ export interface EncodeOptions {
   addSpecial?: boolean;
   /** recognize control and unknown tokens written in the text (user-defined tokens are always recognized) */
   parseSpecial?: boolean;
+  /**
+   * stop once more than this many ids are out (the result is then a truncated prefix, longer than `stopAfter`): a
+   * caller that only needs to know that a prompt exceeds the context does not tokenize the rest of it
+   */
+  stopAfter?: number;
+  /**
+   * [start, end) ranges of the text (UTF-16 offsets, ascending, disjoint) read as if parseSpecial were off: a control
+   * token's text overlapping one is plain text. Chat message content is such a range, so a user who types
+   * `<|im_start|>` in a message gets those characters, never a role marker.
+   */
+  literalRanges?: readonly (readonly [number, number])[];
 }
 
 export interface DecodeOptions {
@@ -55,6 +67,8 @@ export interface Tokenizer {
   readonly eosId: number | undefined;
   /** tokenizer.ggml.add_bos_token, or llama.cpp's default for the vocabulary type when absent */
   readonly addBos: boolean;
+  /** the most UTF-16 code units of text one token can stand for: a text longer than n × this needs more than n tokens */
+  readonly longestTokenChars: number;
   /** ids for text; addSpecial adds BOS when addBos; parseSpecial recognizes special/control tokens written in the text */
   encode(text: string, options?: EncodeOptions): number[];
   /** text as llama.cpp's llama_detokenize gives it (drops one leading space for SentencePiece, cleans spaces for some) */
@@ -63,13 +77,16 @@ export interface Tokenizer {
   decodeBytes(ids: readonly number[]): Uint8Array;
   /** eos, eot, eom and tokens llama.cpp treats as end of generation by name (<|im_end|>, <|endoftext|>, </s> …) */
   isEndOfGeneration(id: number): boolean;
+  /** whether the text holds a control or unknown token's text (what parseSpecial would turn into that token) */
+  hasControlText(text: string): boolean;
   /** the vocabulary string of a token (for inspect/debug) */
   tokenText(id: number): string;
 }
 
 /** GGUF token types (tokenizer.ggml.token_type). */
 
-type Fragment = { text: string } | { id: number };
+/** A run of text (at its offset in the whole text) or a special token cut out of it. */
+type Fragment = { text: string; at: number } | { id: number };
 
 const UTF8_ENCODER = new TextEncoder();
 const UTF8_DECODER = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text, not a mark
@@ -80,6 +97,7 @@ class GgufTokenizer implements Tokenizer {
   readonly bosId: number | undefined;
   readonly eosId: number | undefined;
   readonly addBos: boolean;
+  readonly longestTokenChars: number;
   private readonly addEos: boolean;
   private readonly addSpacePrefix: boolean;
   private readonly cleanSpaces: boolean;
@@ -87,6 +105,8 @@ class GgufTokenizer implements Tokenizer {
   private readonly eogIds: ReadonlySet<number>;
   /** control, user-defined and unknown tokens, longest text first: the order llama.cpp cuts them out of text */
   private readonly specialIds: readonly number[];
+  /** special tokens that swallow the whitespace after them when cut out of text (llama.cpp's RSTRIP attribute) */
+  private readonly rstripIds: ReadonlySet<number>;
   /** each token's bytes as llama.cpp renders it with special = true: token id's at [offsets[id], offsets[id + 1]) */
   private readonly pieceBytes: Uint8Array;
   private readonly pieceOffsets: Uint32Array;
@@ -126,6 +146,7 @@ class GgufTokenizer implements Tokenizer {
       .map((_, id) => id)
       .filter((id) => vocab.attrs[id] & specialMask)
       .sort((a, b) => vocab.texts[b].length - vocab.texts[a].length || a - b);
+    this.rstripIds = rstripIdsOf(meta, vocab, this.specialIds);
     const all: number[] = [];
     this.pieceOffsets = new Uint32Array(count + 1);
     for (let id = 0; id < count; id++) {
@@ -133,6 +154,13 @@ class GgufTokenizer implements Tokenizer {
       this.pieceOffsets[id + 1] = all.length;
     }
     this.pieceBytes = Uint8Array.from(all);
+    // a byte-level BPE token's text has one character per byte it stands for, a SentencePiece piece one per character
+    // (▁ for a space), a special token its own text, a byte token (<0xXX>) more than the one byte: all upper bounds.
+    // A BPE vocabulary without a token for every byte drops the bytes it cannot spell (as llama.cpp does): no bound.
+    const spellsEveryByte = spm || BYTE_TO_CHAR.every((ch) => vocab.idOf.has(ch));
+    this.longestTokenChars = spellsEveryByte
+      ? vocab.texts.reduce((longest, text) => Math.max(longest, text.length), 1)
+      : Number.POSITIVE_INFINITY;
   }
 
   encode(text: string, options: EncodeOptions = {}): number[] {
@@ -140,7 +168,9 @@ class GgufTokenizer implements Tokenizer {
     const output: number[] = [];
     if (addSpecial && this.addBos) output.push(this.bosId!);
     let previousWasSpecial = true; // SentencePiece prefixes a space to the first run and to runs after special tokens
-    for (const fragment of this.partition(text, options.parseSpecial ?? false)) {
+    const stopAfter = options.stopAfter ?? Number.POSITIVE_INFINITY;
+    for (const fragment of this.partition(text, options.parseSpecial ?? false, options.literalRanges)) {
+      if (output.length > stopAfter) return output;
       if ('id' in fragment) {
         output.push(fragment.id);
         previousWasSpecial = true;
@@ -149,7 +179,10 @@ class GgufTokenizer implements Tokenizer {
         this.encodeSentencePiece(prefixed.replaceAll(' ', SPM_SPACE), output);
         previousWasSpecial = false;
       } else {
-        for (const word of preTokenize(fragment.text, this.pre)) this.encodeBpeWord(byteLevelEncode(word), output);
+        for (const word of preTokenize(fragment.text, this.pre)) {
+          this.encodeBpeWord(byteLevelEncode(word), output);
+          if (output.length > stopAfter) return output;
+        }
       }
     }
     if (addSpecial && this.addEos) output.push(this.eosId!);
@@ -208,28 +241,44 @@ class GgufTokenizer implements Tokenizer {
   }
 
   /** Cuts special tokens out of the text, longest token first, as llama.cpp's tokenizer_st_partition does. */
-  private partition(text: string, parseSpecial: boolean): Fragment[] {
-    let fragments: Fragment[] = text === '' ? [] : [{ text }];
+  private partition(
+    text: string,
+    parseSpecial: boolean,
+    literal: readonly (readonly [number, number])[] = [],
+  ): Fragment[] {
+    let fragments: Fragment[] = text === '' ? [] : [{ text, at: 0 }];
     for (const id of this.specialIds) {
-      if (!parseSpecial && this.vocab.attrs[id] & (ATTR_CONTROL | ATTR_UNKNOWN)) continue;
+      const control = (this.vocab.attrs[id] & (ATTR_CONTROL | ATTR_UNKNOWN)) !== 0;
+      if (!parseSpecial && control) continue;
       const special = this.vocab.texts[id];
+      const isLiteral = (start: number) =>
+        control && literal.some(([from, to]) => start < to && start + special.length > from);
       const next: Fragment[] = [];
       for (const fragment of fragments) {
         if ('id' in fragment) {
           next.push(fragment);
           continue;
         }
+        const { text: t, at: base } = fragment;
         let from = 0;
-        for (let at = fragment.text.indexOf(special); at >= 0; at = fragment.text.indexOf(special, from)) {
-          if (at > from) next.push({ text: fragment.text.slice(from, at) });
+        for (let at = t.indexOf(special); at >= 0; at = t.indexOf(special, at + 1)) {
+          if (at < from || isLiteral(base + at)) continue;
+          if (at > from) next.push({ text: t.slice(from, at), at: base + from });
           next.push({ id });
           from = at + special.length;
+          if (this.rstripIds.has(id)) while (from < t.length && C_SPACES.has(t[from]!)) from++;
         }
-        if (from < fragment.text.length) next.push({ text: fragment.text.slice(from) });
+        if (from < t.length) next.push({ text: t.slice(from), at: base + from });
       }
       fragments = next;
     }
     return fragments;
+  }
+
+  hasControlText(text: string): boolean {
+    return this.specialIds.some(
+      (id) => this.vocab.attrs[id] & (ATTR_CONTROL | ATTR_UNKNOWN) && text.includes(this.vocab.texts[id]),
+    );
   }
 
   /** llama.cpp's llm_tokenizer_bpe_session for one byte-encoded word. */
@@ -293,6 +342,26 @@ class GgufTokenizer implements Tokenizer {
     if (id === undefined) throw invalid(`vocabulary has no byte token <0x${hex}> to spell an unknown character`);
     return id;
   }
+}
+
+/** C's isspace in the "C" locale, which llama.cpp's RSTRIP uses on the text's bytes. */
+const C_SPACES: ReadonlySet<string> = new Set([' ', '\t', '\n', '\v', '\f', '\r']);
+
+/**
+ * llama.cpp (llama_vocab::impl::load) gives models named like Phi-3 the RSTRIP attribute on every special token but
+ * <unk>, <s> and <|endoftext|>, and on </s>; it refuses such a model without those four tokens.
+ */
+function rstripIdsOf(meta: GgufMetadata, vocab: Vocabulary, specialIds: readonly number[]): ReadonlySet<number> {
+  const name = (metaString(meta, 'general.name') ?? '').toLowerCase();
+  if (!name.includes('phi-3') && !name.includes('phi3')) return new Set();
+  const idOf = (text: string) => {
+    const id = vocab.idOf.get(text);
+    if (id === undefined) throw invalid(`a Phi-3 vocabulary needs the token ${text}`);
+    return id;
+  };
+  const ids = new Set([...specialIds, idOf('</s>')]);
+  for (const text of ['<unk>', '<s>', '<|endoftext|>']) ids.delete(idOf(text));
+  return ids;
 }
 
 /** llama_decode_text: byte-level characters back to bytes; characters outside the table are spelled out. */

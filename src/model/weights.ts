@@ -4,6 +4,7 @@
  * Tensor names and layouts are llama.cpp's: a matrix with ggml dims [inDim, outDim] is outDim rows of inDim values.
  */
 import { KvfenceError } from '../util/errors.js';
+import { ropeFactorTensorName, splitFusedTensors } from './arch-weights.js';
 import type { GgufTensor, TensorData, WeightDType } from './gguf-types.js';
 import type { ModelConfig } from './model-config.js';
 import { decodeWeights } from './quant.js';
@@ -31,6 +32,10 @@ export interface LayerWeights {
   wGate: WeightMatrix; // (ffnDim rows, dim)
   wUp: WeightMatrix; // (ffnDim rows, dim)
   wDown: WeightMatrix; // (dim rows, ffnDim)
+  qNorm: Float32Array | undefined; // (headDim), per-head RMSNorm of Q: qwen3, gemma3
+  kNorm: Float32Array | undefined; // (headDim)
+  postAttnNorm: Float32Array | undefined; // (dim), gemma3's norm of the attention output
+  postFfnNorm: Float32Array | undefined; // (dim), gemma3's norm of the FFN output
 }
 
 export interface ModelWeights {
@@ -39,9 +44,12 @@ export interface ModelWeights {
   outputNorm: Float32Array; // (dim)
   /** (vocabSize rows, dim); the token embedding itself when the file ties them (no output.weight) */
   output: WeightMatrix;
+  /** (ropeDim/2) RoPE frequency divisors (arch-weights.ts: ropeFactorTensorName), undefined when the file has none */
+  ropeFactors: Float32Array | undefined;
 }
 
-export function bindWeights(config: ModelConfig, tensors: Map<string, GgufTensor>, path: string): ModelWeights {
+export function bindWeights(config: ModelConfig, fileTensors: Map<string, GgufTensor>, path: string): ModelWeights {
+  const tensors = splitFusedTensors(config, fileTensors, path);
   const fail = (what: string) => new KvfenceError('invalid_model_file', `${path}: ${what}`);
   const get = (name: string): GgufTensor => {
     const t = tensors.get(name);
@@ -69,6 +77,8 @@ export function bindWeights(config: ModelConfig, tensors: Map<string, GgufTensor
   const { dim, headDim, ffnDim, vocabSize } = config;
   const qDim = config.headCount * headDim;
   const kvDim = config.kvHeadCount * headDim;
+  const qkNorm = config.arch === 'qwen3' || config.arch === 'gemma3';
+  const sandwich = config.arch === 'gemma3';
   const layers: LayerWeights[] = [];
   for (let l = 0; l < config.layerCount; l++) {
     const p = `blk.${l}.`;
@@ -85,13 +95,19 @@ export function bindWeights(config: ModelConfig, tensors: Map<string, GgufTensor
       wGate: matrix(`${p}ffn_gate.weight`, dim, ffnDim),
       wUp: matrix(`${p}ffn_up.weight`, dim, ffnDim),
       wDown: matrix(`${p}ffn_down.weight`, ffnDim, dim),
+      qNorm: qkNorm ? vector(`${p}attn_q_norm.weight`, headDim) : undefined,
+      kNorm: qkNorm ? vector(`${p}attn_k_norm.weight`, headDim) : undefined,
+      postAttnNorm: sandwich ? vector(`${p}post_attention_norm.weight`, dim) : undefined,
+      postFfnNorm: sandwich ? vector(`${p}post_ffw_norm.weight`, dim) : undefined,
     });
   }
   const tokenEmbedding = matrix('token_embd.weight', dim, vocabSize);
+  const ropeFactors = ropeFactorTensorName(config, (name) => tensors.has(name));
   return {
     tokenEmbedding,
     layers,
     outputNorm: vector('output_norm.weight', dim),
     output: tensors.has('output.weight') ? matrix('output.weight', dim, vocabSize) : tokenEmbedding,
+    ropeFactors: ropeFactors === undefined ? undefined : vector(ropeFactors, config.ropeDim / 2),
   };
 }

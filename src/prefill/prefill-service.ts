@@ -8,6 +8,7 @@ import type { ControlConnection } from '../cluster/control-channel.js';
 import { endToWire } from '../cluster/control-protocol.js';
 import { serveControl } from '../cluster/control-server.js';
 import { type RunningWorker, type WorkerRuntime, workerHello } from '../cluster/worker-config.js';
+import { drainControl } from '../cluster/worker-drain.js';
 import { ENGINE_PARTS, type EngineParts } from '../engine/engine-parts.js';
 import { PrefillEngine } from '../engine/prefill-engine.js';
 import { engineConfigOf, setUpWorkerKv } from '../engine/worker-kv.js';
@@ -34,6 +35,7 @@ export async function startPrefillService(
   const kv = setUpWorkerKv(model, runtime.backend, config.settings, parts);
   const engineConfig = engineConfigOf(model, config.settings, kv.capacity.provenContext);
   const connections = new Set<ControlConnection>();
+  let draining = false;
   const worker = parts.prefillWorker({
     engine: new PrefillEngine(engineConfig, kv.forward, kv.prefixCache),
     pool: kv.pool,
@@ -55,6 +57,7 @@ export async function startPrefillService(
     hello: workerHello(runtime, kv.capacity.provenContext),
     idleTimeoutMs: config.idleTimeoutMs,
     log,
+    isDraining: () => draining,
     handlersFor: (conn) => {
       connections.add(conn);
       const link = (id: string): PrefillRequestLink => ({
@@ -67,6 +70,7 @@ export async function startPrefillService(
           if (m.type === 'prefill') worker.job(m.request, m.ticket, m.decodeAddress, link(m.request.id));
           else if (m.type === 'cancel') worker.cancel(m.request);
           else if (m.type === 'stats') conn.send({ type: 'stats', id: m.id, stats: worker.stats() });
+          else if (m.type === 'page_map') conn.send({ type: 'page_map', id: m.id, report: worker.pageMapReport() });
           else conn.close(`a prefill worker takes no ${m.type} message`);
         },
         closed: () => {
@@ -76,15 +80,24 @@ export async function startPrefillService(
       };
     },
   });
+  let controlClosed: Promise<void> | undefined;
+  const closeControl = () => (controlClosed ??= control.close());
+  const close = async () => {
+    for (const conn of [...connections]) conn.close('the prefill worker is shutting down');
+    await closeControl();
+    await worker.close();
+  };
   return {
     role: 'prefill',
     name: config.name,
     controlAddress: control.address,
     transferAddress: undefined,
     capacity: kv.capacity,
-    close: async () => {
-      await control.close();
-      await worker.close();
+    drain: async (deadlineMs) => {
+      draining = true;
+      await drainControl(connections, closeControl, deadlineMs, log);
+      await close();
     },
+    close,
   };
 }

@@ -15,6 +15,7 @@ import { poolStats } from '../cluster/pool-stats.js';
 import type { PrefillEngine, PrefillEvent, Prefilled } from '../engine/prefill-engine.js';
 import type { GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
 import { StepLoop } from '../engine/step-loop.js';
+import { type PageMapReport, pageMapOf } from '../kv/page-map.js';
 import type { PagePool } from '../kv/page-pool.js';
 import type { PrefixCache } from '../kv/prefix-cache.js';
 import type { KvPageSource } from '../transfer/kv-page-port.js';
@@ -127,6 +128,12 @@ export class PrefillWorker {
     const tenants = [...this.jobs.values()].map((job) => job.request.tenant);
     const stats = poolStats(pool, tenants, this.jobs.size - engine.waitingCount, engine.waitingCount);
     return prefixCache === undefined ? stats : { ...stats, ...prefixCache.stats() };
+  }
+
+  /** The dashboard's picture of the pool: a job's pages show as on the wire while they are sent (decode reports progress). */
+  pageMapReport(): PageMapReport {
+    const sending = (request: string) => this.jobs.get(request)?.state.name === 'sending';
+    return { map: pageMapOf(this.options.pool, sending), transfers: [] };
   }
 
   async close(): Promise<void> {

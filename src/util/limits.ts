@@ -29,6 +29,9 @@ export const LIMITS = {
   tenantCountMax: 100_000,
   apiKeyFileBytesMax: 16 * 1024 * 1024,
   requestBodyBytesMax: 16 * 1024 * 1024,
+  // a streamed response whose client stops reading (gateway/stream-writer.ts): then it is cut and its request cancelled
+  streamBufferedBytesMax: 256 * 1024,
+  streamDrainTimeoutMs: 10_000,
   chatMessagesMax: 4096,
   stopSequencesMax: 4,
   stopSequenceCharsMax: 256,
@@ -54,7 +57,14 @@ export const LIMITS = {
   transferFrameBytesMax: 64 * 1024 * 1024 + 4096,
   transferPagesMax: 1 << 20,
   transferAbortMessageBytesMax: 1024,
+  /** authenticated connections per listener (a worker port); connections still in the handshake count apart */
   transferConnectionsMax: 4096,
+  // worker ports (src/wire): connections that have not authenticated yet. A flood of them must not take the slots of
+  // real peers: they have their own cap (the oldest is dropped for a newer one), a short handshake deadline, and a
+  // small read budget (a handshake is three messages of at most 69 bytes; one read of what follows may come with it)
+  preAuthConnectionsMax: 64,
+  preAuthTimeoutMsMax: 1_500,
+  preAuthBytesMax: 1 << 20,
   transferSecretBytesMin: 32,
   transferSecretBytesMax: 1024,
   transferTimeoutMsMax: 3_600_000,

@@ -3,8 +3,8 @@
  * one process (or one test) share, never in module-global state.
  */
 
-import { TransferError } from '../transfer/transfer-error.js';
 import { assert } from '../util/assert.js';
+import { KvfenceError } from '../util/errors.js';
 import type { FrameChannel } from './frame-channel.js';
 import { createMemoryPipe } from './memory-pipe.js';
 import { authenticate } from './peer-auth.js';
@@ -46,7 +46,7 @@ export class MemoryTransport implements TransferTransport {
 
   async connect(address: string): Promise<FrameChannel> {
     const listening = this.listeners.get(address);
-    if (listening === undefined) throw new TransferError('connection_closed', `nothing listens at ${address}`);
+    if (listening === undefined) throw new KvfenceError('worker_unavailable', 'nothing listens at that address');
     const [client, server] = createMemoryPipe({ highWaterBytes: this.options.highWaterBytes });
     const theirs = listening.options;
     authenticate(server, 'responder', authOptions(theirs)).then(listening.onChannel, (error: Error) =>

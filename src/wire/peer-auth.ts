@@ -1,7 +1,8 @@
 /**
  * Peer authentication (DESIGN I10): both sides prove they hold the cluster secret, with fresh nonces from node:crypto,
  * before any transfer frame flows; then both derive per-session, per-direction keys that seal every frame
- * (secure-channel.ts). Three fixed-size messages (magic "KVFA", version 1):
+ * and encrypt every frame (secure-channel.ts). Three fixed-size messages (magic "KVFA", version 2; version 1 sent
+ * frames in clear, so a version-1 peer is refused here rather than failing on its first frame):
  *
  *   initiator → responder  AUTH_HELLO      magic · version · nonceI (32)
  *   responder → initiator  AUTH_CHALLENGE  magic · version · nonceR (32) · proofR = HMAC(secret, "responder" · nonceI · nonceR)
@@ -10,8 +11,9 @@
  *   keyI→R, keyR→I = HKDF-SHA256(secret, salt = nonceI · nonceR, info = direction label)
  *
  * A replayed AUTH_PROOF fails against the responder's fresh nonceR; a replayed AUTH_CHALLENGE against the initiator's
- * fresh nonceI; frames of an earlier session fail the MAC under the new keys. Proofs compare in constant time. The
- * responder hands over no channel, so no frame reaches a receiver, until AUTH_PROOF checks out.
+ * fresh nonceI; frames of an earlier session fail the AEAD tag under the new keys. Proofs compare in constant time.
+ * The responder hands over no channel, so no frame reaches a receiver, until AUTH_PROOF checks out; until then it
+ * reads at most LIMITS.preAuthBytesMax (a stranger costs a bounded amount).
  */
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { TransferError } from '../transfer/transfer-error.js';
@@ -22,13 +24,15 @@ import type { ByteStream } from './byte-stream.js';
 import { SecureChannel } from './secure-channel.js';
 
 const MAGIC = [0x4b, 0x56, 0x46, 0x41]; // "KVFA"
-const VERSION = 1;
+const VERSION = 2;
 const NONCE_BYTES = 32;
 const PROOF_BYTES = 32;
 const HEAD_BYTES = MAGIC.length + 1;
-const LABEL = 'kvfence/transfer/auth/v1';
+const LABEL = 'kvfence/transfer/auth/v2';
 
 export type PeerRole = 'initiator' | 'responder';
+
+type HandshakeFailure = 'auth_failed' | 'connection_closed' | 'deadline_exceeded';
 
 export interface PeerAuthOptions {
   /** the cluster secret, shared by every worker; at least LIMITS.transferSecretBytesMin bytes */
@@ -57,8 +61,11 @@ function sameSecretProof(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /**
- * Runs the handshake on a fresh stream; resolves with the authenticated channel, or rejects (auth_failed) after
- * destroying the stream. Nothing but the three handshake messages is ever read before success.
+ * Runs the handshake on a fresh stream; resolves with the authenticated channel, or rejects after destroying the
+ * stream: auth_failed when the peer is no kvfence peer or lacks the secret (trying again will not help);
+ * connection_closed when the stream closed first (a listener under load dropped it, or the peer went away) and
+ * deadline_exceeded when the handshake took longer than `timeoutMs` (both: the peer may be there, just busy).
+ * Nothing but the three handshake messages is ever read before success.
  */
 export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAuthOptions): Promise<SecureChannel> {
   const { secret } = options;
@@ -76,13 +83,13 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
     // the one message this side waits for next, by size
     let expecting: number = role === 'initiator' ? HEAD_BYTES + NONCE_BYTES + PROOF_BYTES : HEAD_BYTES + NONCE_BYTES;
     const cancelTimer = options.clock.after(options.timeoutMs, () =>
-      fail(`no handshake within ${options.timeoutMs} ms`),
+      fail(`no handshake within ${options.timeoutMs} ms`, 'deadline_exceeded'),
     );
-    const fail = (why: string) => {
+    const fail = (why: string, reason: HandshakeFailure = 'auth_failed') => {
       if (settled) return;
       settled = true;
       cancelTimer();
-      const error = new TransferError('auth_failed', why);
+      const error = new TransferError(reason, why);
       stream.destroy(error);
       reject(error);
     };
@@ -126,12 +133,14 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
     stream.setHandlers({
       data: (bytes) => {
         if (settled) return;
-        // bounded: the handshake is a few fixed-size messages; the initiator may pipeline frames after its proof
-        if (buffered.byteLength + bytes.byteLength > LIMITS.transferFrameBytesMax) return fail('handshake flood');
+        // bounded: the handshake is a few fixed-size messages; the initiator may pipeline frames after its proof,
+        // which come in reads of at most 64 KiB (TCP) or one write each (memory pipe), so one read is all that follows
+        if (buffered.byteLength + bytes.byteLength > LIMITS.preAuthBytesMax) return fail('handshake flood');
         step(buffered.byteLength === 0 ? bytes : Buffer.concat([buffered, bytes]));
       },
       drain: () => {},
-      close: (error) => fail(`connection closed during the handshake${error ? `: ${error.message}` : ''}`),
+      close: (error) =>
+        fail(`connection closed during the handshake${error ? `: ${error.message}` : ''}`, 'connection_closed'),
     });
     if (role === 'initiator') stream.write([message(nonceMine)]);
   });

@@ -1,12 +1,17 @@
 /**
- * Frames over a ByteStream, each sealed with the session's per-direction key (see peer-auth.ts):
+ * Frames over a ByteStream, each encrypted and authenticated with the session's per-direction key (see peer-auth.ts;
+ * DESIGN I10, I12):
  *
- *   sealed frame = u32 bodyLength (LE) · body · tag (16 bytes)
- *   tag          = ChaCha20-Poly1305(key, nonce = 0x00000000 · u64 seq (LE)) over AAD = bodyLength · body
+ *   sealed frame = u32 bodyLength (LE) · ciphertext (bodyLength bytes) · tag (16 bytes)
+ *   ciphertext, tag = ChaCha20-Poly1305(key, nonce = 0x00000000 · u64 seq (LE), AAD = bodyLength, plaintext = body)
  *
- * `seq` counts frames per direction from 0 and never travels: a dropped, replayed, reordered or foreign frame (another
- * session's key) fails the MAC, and the connection closes before the body reaches anyone (mac_invalid). Bodies are
- * authenticated, not encrypted. The reassembly buffer holds at most one frame plus one read.
+ * The AEAD tag is the frame's one MAC (there is no second one): `seq` counts frames per direction from 0 and never
+ * travels, so a dropped, replayed, reordered, altered or foreign frame (another session's key) fails the tag, and the
+ * connection closes before any of its plaintext reaches anyone (mac_invalid). A nonce never repeats under a key: each
+ * direction has its own key, fresh per session (HKDF over both sides' fresh nonces), and its own counter. Control
+ * messages (prompt token ids) and KV pages cross the wire encrypted; the frame length does not (AAD). The per-page
+ * checksums of the transfer protocol still travel inside (DESIGN §3). The reassembly buffer holds at most one frame
+ * plus one read.
  */
 import { createCipheriv, createDecipheriv } from 'node:crypto';
 import { TransferError } from '../transfer/transfer-error.js';
@@ -18,6 +23,14 @@ import type { FrameChannel, FrameChannelHandlers } from './frame-channel.js';
 export const TAG_BYTES = 16;
 const LENGTH_BYTES = 4;
 const KEY_BYTES = 32;
+/** the AEAD of every frame (bench/transfer.ts names and measures it) */
+export const AEAD = 'chacha20-poly1305';
+
+/**
+ * Ciphers run over pieces of at most this size: node:crypto allocates each output, and outputs this small come from
+ * the heap's free lists instead of fresh pages (a 1 MiB output per page costs page faults on both sides).
+ */
+export const SLICE_BYTES = 64 * 1024;
 
 function sealNonce(seq: number): Uint8Array {
   const nonce = new Uint8Array(12);
@@ -29,8 +42,8 @@ export class SecureChannel implements FrameChannel {
   private sendSeq = 0;
   private receiveSeq = 0;
   private readonly chunks: Uint8Array[] = [];
-  /** reassembly space for frames that span reads, reused: a frame's bytes are valid only during its handler call */
-  private scratch = new Uint8Array(0);
+  /** a frame's plaintext, reused: a frame's bytes are valid only during its handler call */
+  private plain = new Uint8Array(0);
   private bufferedBytes = 0;
   private handlers: FrameChannelHandlers | undefined;
   private needDrain = false;
@@ -71,13 +84,17 @@ export class SecureChannel implements FrameChannel {
     assert(length >= 1 && length <= LIMITS.transferFrameBytesMax, `frame of ${length} bytes`);
     const header = new Uint8Array(LENGTH_BYTES);
     new DataView(header.buffer).setUint32(0, length, true);
-    const cipher = createCipheriv('chacha20-poly1305', this.sendKey, sealNonce(this.sendSeq++), {
-      authTagLength: TAG_BYTES,
-    });
-    cipher.setAAD(header, { plaintextLength: 0 });
-    for (const p of parts) cipher.setAAD(p, { plaintextLength: 0 });
-    cipher.final();
-    const ok = this.stream.write([header, ...parts, new Uint8Array(cipher.getAuthTag())]);
+    // a nonce must never repeat under a key; 2^53 frames on one connection would take centuries
+    assert(this.sendSeq < Number.MAX_SAFE_INTEGER, 'frame counter exhausted');
+    const cipher = createCipheriv(AEAD, this.sendKey, sealNonce(this.sendSeq++), { authTagLength: TAG_BYTES });
+    cipher.setAAD(header, { plaintextLength: length });
+    const sealed: Uint8Array[] = [header];
+    for (const p of parts) {
+      for (let at = 0; at < p.byteLength; at += SLICE_BYTES)
+        sealed.push(cipher.update(p.subarray(at, at + SLICE_BYTES)));
+    }
+    sealed.push(cipher.final(), cipher.getAuthTag());
+    const ok = this.stream.write(sealed);
     if (!ok) this.needDrain = true;
     return ok;
   }
@@ -137,21 +154,33 @@ export class SecureChannel implements FrameChannel {
         this.fail(new TransferError('frame_too_large', `sealed frame declares ${length} bytes`));
         return;
       }
-      const total = LENGTH_BYTES + length + TAG_BYTES;
-      if (this.bufferedBytes < total) return;
-      const sealed = this.take(total);
-      const decipher = createDecipheriv('chacha20-poly1305', this.receiveKey, sealNonce(this.receiveSeq++), {
+      if (this.bufferedBytes < LENGTH_BYTES + length + TAG_BYTES) return;
+      const decipher = createDecipheriv(AEAD, this.receiveKey, sealNonce(this.receiveSeq++), {
         authTagLength: TAG_BYTES,
       });
-      decipher.setAAD(sealed.subarray(0, LENGTH_BYTES + length), { plaintextLength: 0 });
-      decipher.setAuthTag(sealed.subarray(LENGTH_BYTES + length));
+      decipher.setAAD(this.take(LENGTH_BYTES), { plaintextLength: length });
+      if (this.plain.byteLength < length) this.plain = new Uint8Array(Math.max(length, 2 * this.plain.byteLength));
+      const body = this.plain.subarray(0, length);
+      let filled = 0;
+      let ok = true;
       try {
+        // deciphered piece by piece straight from the reads (no reassembly copy); nothing of the plaintext is used
+        // before `final` has checked the tag: a forged frame fails closed, whole
+        this.consume(length, (piece) => {
+          const out = decipher.update(piece);
+          body.set(out, filled);
+          filled += out.byteLength;
+        });
+        decipher.setAuthTag(this.take(TAG_BYTES));
         decipher.final();
       } catch {
-        this.fail(new TransferError('mac_invalid', `frame ${this.receiveSeq - 1} fails its MAC`));
+        ok = false;
+      }
+      if (!ok || filled !== length) {
+        this.fail(new TransferError('mac_invalid', `frame ${this.receiveSeq - 1} fails its MAC (AEAD tag)`));
         return;
       }
-      this.handlers.frame(sealed.subarray(LENGTH_BYTES, LENGTH_BYTES + length));
+      this.handlers.frame(body);
     }
   }
 
@@ -167,28 +196,28 @@ export class SecureChannel implements FrameChannel {
     return new DataView(head.buffer).getUint32(0, true);
   }
 
-  /** The next `count` buffered bytes, contiguous: a view when one chunk holds them, else one copy into `scratch`. */
-  private take(count: number): Uint8Array {
-    const first = this.chunks[0]!;
-    let out: Uint8Array;
-    if (first.byteLength >= count) {
-      out = first.subarray(0, count);
-      if (first.byteLength === count) this.chunks.shift();
-      else this.chunks[0] = first.subarray(count);
-    } else {
-      if (this.scratch.byteLength < count) this.scratch = new Uint8Array(Math.max(count, 2 * this.scratch.byteLength));
-      out = this.scratch.subarray(0, count);
-      let filled = 0;
-      while (filled < count) {
-        const c = this.chunks[0]!;
-        const n = Math.min(c.byteLength, count - filled);
-        out.set(c.subarray(0, n), filled);
-        filled += n;
-        if (n === c.byteLength) this.chunks.shift();
-        else this.chunks[0] = c.subarray(n);
-      }
+  /** Hands the next `count` buffered bytes to `visit` in pieces of at most SLICE_BYTES, and drops them. */
+  private consume(count: number, visit: (piece: Uint8Array) => void): void {
+    let left = count;
+    while (left > 0) {
+      const c = this.chunks[0]!;
+      const n = Math.min(c.byteLength, left, SLICE_BYTES);
+      visit(c.subarray(0, n));
+      left -= n;
+      if (n === c.byteLength) this.chunks.shift();
+      else this.chunks[0] = c.subarray(n);
     }
     this.bufferedBytes -= count;
+  }
+
+  /** The next `count` (a few) buffered bytes, as a copy. */
+  private take(count: number): Uint8Array {
+    const out = new Uint8Array(count);
+    let filled = 0;
+    this.consume(count, (piece) => {
+      out.set(piece, filled);
+      filled += piece.byteLength;
+    });
     return out;
   }
 
@@ -213,7 +242,7 @@ export class SecureChannel implements FrameChannel {
     this.closeError = error;
     this.chunks.length = 0;
     this.bufferedBytes = 0;
-    this.scratch = new Uint8Array(0);
+    this.plain = new Uint8Array(0);
     this.settleDrainWaiters(error);
     this.stream.destroy(error);
     this.reportClose();

@@ -1,12 +1,22 @@
 /**
  * The TCP transport (node:net). A socket becomes a ByteStream; the handshake and sealed framing are the shared ones.
- * Nagle is off (frames are written whole, corked); connects and handshakes have timeouts; the listener takes at most
- * LIMITS.transferConnectionsMax connections.
+ * Nagle is off (frames are written whole, corked).
+ *
+ * Listening: connections still in the handshake and authenticated ones have separate caps (connection-gate.ts), and
+ * an unauthenticated connection gets at most LIMITS.preAuthTimeoutMsMax, so a flood of bare connections to a worker
+ * port costs a bounded amount and leaves real peers their slots.
+ *
+ * Connecting: within `handshakeTimeoutMs` in all, tries again (short backoff) when the connection is refused, closed or
+ * slow before the handshake completes — what a listener dropping old unauthenticated connections under a flood looks
+ * like from a real peer. A peer that fails the proof is not tried again. Out of time: worker_unavailable (a 503 for
+ * the client, the peer could not be reached), never auth_failed.
  */
 import { createConnection, createServer, type Socket } from 'node:net';
 import { TransferError } from '../transfer/transfer-error.js';
+import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream, ByteStreamHandlers } from './byte-stream.js';
+import { ConnectionGate } from './connection-gate.js';
 import type { FrameChannel } from './frame-channel.js';
 import { authenticate } from './peer-auth.js';
 import type { TransferListener, TransferTransport, TransportOptions } from './transport.js';
@@ -62,6 +72,9 @@ function parseAddress(address: string): { host: string; port: number } {
   return { host: address.slice(0, at), port };
 }
 
+const RETRY_DELAY_MS_MIN = 10;
+const RETRY_DELAY_MS_MAX = 200;
+
 export class TcpTransport implements TransferTransport {
   readonly name = 'tcp';
 
@@ -69,13 +82,23 @@ export class TcpTransport implements TransferTransport {
 
   listen(address: string, onChannel: (channel: FrameChannel) => void): Promise<TransferListener> {
     const { host, port } = parseAddress(address);
-    const auth = { secret: this.options.secret, timeoutMs: this.options.handshakeTimeoutMs, clock: this.options.clock };
+    const { secret, clock, handshakeTimeoutMs } = this.options;
+    const auth = { secret, clock, timeoutMs: Math.min(handshakeTimeoutMs, LIMITS.preAuthTimeoutMsMax) };
+    const gate = new ConnectionGate({
+      preAuthMax: LIMITS.preAuthConnectionsMax,
+      authenticatedMax: LIMITS.transferConnectionsMax,
+    });
     const server = createServer({ allowHalfOpen: false }, (socket) => {
-      authenticate(socketByteStream(socket), 'responder', auth).then(onChannel, (error: Error) =>
-        this.options.onRefused?.(error),
+      gate.admit(socket);
+      authenticate(socketByteStream(socket), 'responder', auth).then(
+        (channel) => {
+          if (gate.promote(socket)) onChannel(channel);
+          else
+            channel.destroy(new TransferError('receiver_closed', 'this port takes no more authenticated connections'));
+        },
+        (error: Error) => this.options.onRefused?.(error),
       );
     });
-    server.maxConnections = LIMITS.transferConnectionsMax;
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, () => {
@@ -89,27 +112,51 @@ export class TcpTransport implements TransferTransport {
     });
   }
 
-  connect(address: string): Promise<FrameChannel> {
+  async connect(address: string): Promise<FrameChannel> {
     const { host, port } = parseAddress(address);
+    const { clock, handshakeTimeoutMs } = this.options;
+    const deadline = clock.nowMs() + handshakeTimeoutMs;
+    let tries = 0;
+    let last = '';
+    for (let left = handshakeTimeoutMs; left > 0; left = deadline - clock.nowMs()) {
+      tries++;
+      try {
+        return await this.connectOnce(host, port, left);
+      } catch (error) {
+        if (error instanceof TransferError && error.reason === 'auth_failed') throw error;
+        last = error instanceof Error ? error.message : String(error);
+      }
+      const pause = Math.min(RETRY_DELAY_MS_MAX, RETRY_DELAY_MS_MIN * 2 ** (tries - 1), deadline - clock.nowMs());
+      if (pause > 0) await new Promise<void>((resolve) => clock.after(pause, resolve));
+    }
+    throw new KvfenceError(
+      'worker_unavailable',
+      `the worker took no authenticated connection within ${handshakeTimeoutMs} ms (${tries} tries; last: ${last})`,
+    );
+  }
+
+  /** One TCP connect and handshake within `timeoutMs`; errors name no address (they may reach a client). */
+  private connectOnce(host: string, port: number, timeoutMs: number): Promise<FrameChannel> {
+    const deadline = this.options.clock.nowMs() + timeoutMs;
     return new Promise<Socket>((resolve, reject) => {
       const socket = createConnection({ host, port, allowHalfOpen: false });
-      const cancel = this.options.clock.after(this.options.handshakeTimeoutMs, () => {
+      const cancel = this.options.clock.after(timeoutMs, () => {
         socket.destroy();
-        reject(new TransferError('connection_closed', `no connection to ${address} in time`));
+        reject(new TransferError('connection_closed', 'no TCP connection in time'));
       });
       socket.once('connect', () => {
         cancel();
         resolve(socket);
       });
-      socket.once('error', (error) => {
+      socket.once('error', (error: NodeJS.ErrnoException) => {
         cancel();
-        reject(new TransferError('connection_closed', `connect to ${address}: ${error.message}`));
+        reject(new TransferError('connection_closed', `connect: ${error.code ?? 'error'}`));
       });
     }).then((socket) => {
       const stream = socketByteStream(socket);
       const auth = {
         secret: this.options.secret,
-        timeoutMs: this.options.handshakeTimeoutMs,
+        timeoutMs: Math.max(1, deadline - this.options.clock.nowMs()),
         clock: this.options.clock,
       };
       return authenticate(this.options.wrapConnectStream?.(stream) ?? stream, 'initiator', auth);

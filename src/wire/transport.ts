@@ -1,6 +1,6 @@
 /**
  * A transport makes authenticated FrameChannels between workers: TCP (tcp-transport.ts) between hosts, in-memory
- * (memory-transport.ts) within a process and in tests. Both share the handshake and the sealed framing; one
+ * (memory-transport.ts) within a process and in tests. Both share the handshake and the encrypted framing; one
  * conformance suite (test/transfer/transport-conformance.ts) runs against each.
  */
 
@@ -17,9 +17,15 @@ export interface TransferListener {
 
 export interface TransferTransport {
   readonly name: string;
-  /** accepts connections; each is handed to `onChannel` only after the peer proved it holds the secret */
+  /**
+   * accepts connections; each is handed to `onChannel` only after the peer proved it holds the secret. Connections
+   * still in the handshake and authenticated ones are bounded apart (TCP: connection-gate.ts)
+   */
   listen(address: string, onChannel: (channel: FrameChannel) => void): Promise<TransferListener>;
-  /** connects and authenticates; rejects with auth_failed / connection_closed */
+  /**
+   * connects and authenticates; rejects with auth_failed (the peer lacks the secret) or worker_unavailable (no
+   * authenticated connection within the handshake timeout: the peer is down, or too busy to answer)
+   */
   connect(address: string): Promise<FrameChannel>;
 }
 

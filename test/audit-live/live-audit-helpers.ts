@@ -54,7 +54,10 @@ export interface LiveAuditRun {
   wallMs: number;
 }
 
-/** Small answers and a short per-request timeout: the tiny model on two busy cores. */
+/**
+ * Small answers and a short per-request timeout: the tiny model on two busy cores. The content scenarios only: the
+ * timing scenarios (prompt_cache, noisy_neighbour) have their own tests (test/audit/, test/mutants/).
+ */
 export const LIVE_AUDIT_DEFAULTS: Omit<AuditCliOptions, 'target' | 'keys'> = {
   requests: 2000,
   concurrency: 8,
@@ -65,6 +68,7 @@ export const LIVE_AUDIT_DEFAULTS: Omit<AuditCliOptions, 'target' | 'keys'> = {
   logprobTolerance: 0,
   matchChars: 12,
   stormSize: 32,
+  scenarios: ['noninterference', 'canaries', 'context', 'interruptions', 'storms'],
 };
 
 /** One audit, in-process, as `kvfence audit --target URL --keys FILE --json …` runs it. */

@@ -8,6 +8,11 @@
  *   oversize200      answers an oversize request 200 with a 1-token placeholder (the incident)
  *   perturbUnderLoad logprobs shift when another request is in flight (not batch-invariant)
  *   nondeterministic logprobs jitter on every call, even alone
+ * and timing options, for the timing scenarios (any mode):
+ *   prefillMsPerWord  the first token waits this long per prompt word not in the prompt cache
+ *   cache             'tenant': a prompt's words are cached for its tenant; 'shared': for everyone (the side channel)
+ *   jitterMs          a uniformly random extra delay before the first token (a noisy network)
+ *   fcfs              one request at a time, strictly in arrival order, whoever sent it
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -36,7 +41,14 @@ export interface FakeServerOptions {
   inFlightMax: number;
   /** delay per streamed token */
   tokenDelayMs: number;
+  prefillMsPerWord?: number;
+  cache?: 'tenant' | 'shared';
+  jitterMs?: number;
+  fcfs?: boolean;
 }
+
+/** prompts remembered by the simulated prompt cache (oldest dropped first) */
+const CACHED_PROMPTS_MAX = 64;
 
 const BODY_BYTES_MAX = 8 * 1024 * 1024;
 
@@ -51,6 +63,25 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
   const lastPrompt = new Map<string, string>();
   const damagedUntil = new Map<string, number>(); // brokenAfterCancel: a tenant's requests fail until then
   const state = { served: 0 };
+  const cached: { owner: string; words: string[] }[] = [];
+  let queue: Promise<void> = Promise.resolve(); // fcfs: the request ahead of the next one
+  /** The simulated prefill: waits for the words not cached (for this tenant, or for anyone), then caches them. */
+  async function prefill(tenant: string, words: string[]): Promise<void> {
+    const owner = options.cache === 'shared' ? '' : tenant;
+    let hit = 0;
+    if (options.cache !== undefined) {
+      for (const c of cached) {
+        if (c.owner !== owner) continue;
+        let i = 0;
+        while (i < words.length && i < c.words.length && words[i] === c.words[i]) i++;
+        hit = Math.max(hit, i);
+      }
+      cached.push({ owner, words });
+      if (cached.length > CACHED_PROMPTS_MAX) cached.shift();
+    }
+    const ms = (words.length - hit) * (options.prefillMsPerWord ?? 0) + Math.random() * (options.jitterMs ?? 0);
+    if (ms > 0) await delay(ms);
+  }
   const server: Server = createServer((req, res) => {
     handle(req, res).catch(() => {
       if (!res.headersSent) send(res, 500, { error: { message: 'fake server bug', code: 'internal_error' } });
@@ -95,7 +126,12 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     inFlight++;
     state.served++;
     const crowded = inFlight > 1;
+    const ahead = queue;
+    let done = () => {};
+    if (options.fcfs === true) queue = new Promise<void>((resolve) => (done = resolve));
     try {
+      await ahead;
+      await prefill(tenant, words);
       const h = hash(prompt);
       const pieces: { text: string; logprob: number }[] = [];
       for (let i = 0; i < count; i++) {
@@ -126,6 +162,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       }
     } finally {
       inFlight--;
+      done();
     }
   }
 

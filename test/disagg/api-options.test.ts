@@ -9,9 +9,9 @@ import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import { type RunningServer, startServer } from '../../src/launch/colocated-server.js';
 import { loadModel } from '../../src/model/load-model.js';
 import { testModelFile } from '../helpers/models.js';
-import { clientFor, MODEL_ID, post, SERVING_MODEL, type Served } from '../serving/serve-helpers.js';
+import { clientFor, MODEL_ID, post, SERVING_MODEL, type Served, testServeConfig } from '../serving/serve-helpers.js';
 import { SCHEMAS } from '../structured/schemas.js';
-import { assertClusterPoolsWhole, poolStats, startTestCluster, testServeConfig } from './cluster-helpers.js';
+import { assertClusterPoolsWhole, poolStats, startTestCluster } from './cluster-helpers.js';
 
 let colocated: RunningServer;
 let cluster: RunningCluster;

@@ -4,20 +4,14 @@
  * `kvfence serve --disaggregated` runs them.
  */
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PoolStats } from '../../src/cluster/control-protocol.js';
 import type { WorkerSettings } from '../../src/engine/worker-kv.js';
 import { type RunningCluster, startDisaggregatedServer } from '../../src/launch/cluster-server.js';
-import { SERVE_DEFAULTS, type ServeConfig } from '../../src/launch/serve-config.js';
-import { testModelFile } from '../helpers/models.js';
-import { tempDirectory } from '../helpers/temp.js';
+import type { ServeConfig } from '../../src/launch/serve-config.js';
 import type { TestWorkerPlan } from '../helpers/test-worker-entry.js';
 import type { IsolationTarget } from '../serving/isolation-suite.js';
-import { MODEL_ID, SERVING_MODEL, waitForAsync } from '../serving/serve-helpers.js';
-
-const dir = tempDirectory('kvfence-disagg-');
-let clusters = 0;
+import { testServeConfig, waitForAsync } from '../serving/serve-helpers.js';
 
 export interface TestClusterOptions {
   serve?: Partial<ServeConfig>;
@@ -27,30 +21,6 @@ export interface TestClusterOptions {
   decodeSettings?: Partial<WorkerSettings>;
   /** every worker runs the test worker program with this plan (faults, an unproven capacity) */
   plan?: TestWorkerPlan;
-}
-
-/** The colocated test server's settings (serve-helpers.ts), so both give the same answers. */
-export function testServeConfig(overrides: Partial<ServeConfig> = {}): ServeConfig {
-  return {
-    modelPath: testModelFile(SERVING_MODEL),
-    modelName: MODEL_ID,
-    host: '127.0.0.1',
-    port: 0,
-    backend: 'reference',
-    kvPages: 128,
-    pageSize: 16,
-    clampContext: false,
-    runningMax: 16,
-    waitingMax: 64,
-    queueTimeoutMs: 20_000,
-    prefillChunk: 64,
-    stepTokens: 256,
-    tenantConcurrentMax: SERVE_DEFAULTS.tenantConcurrentMax,
-    incidentsDb: join(dir, `incidents-${clusters++}.sqlite`),
-    requestTimeoutMs: 60_000,
-    logLevel: 'silent',
-    ...overrides,
-  };
 }
 
 export async function startTestCluster(options: TestClusterOptions = {}): Promise<RunningCluster> {

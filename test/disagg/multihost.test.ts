@@ -13,8 +13,7 @@ import { CLI_PATH } from '../helpers/cli.js';
 import { testModelFile } from '../helpers/models.js';
 import { tempDirectory } from '../helpers/temp.js';
 import { tokens } from '../serving/isolation-suite.js';
-import { MODEL_ID, post, SERVING_MODEL } from '../serving/serve-helpers.js';
-import { testServeConfig } from './cluster-helpers.js';
+import { MODEL_ID, post, SERVING_MODEL, testServeConfig } from '../serving/serve-helpers.js';
 
 const hasIp = spawnSync('ip', ['-V'], { encoding: 'utf8' }).status === 0;
 const isRoot = process.getuid?.() === 0;

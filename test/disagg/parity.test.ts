@@ -7,8 +7,8 @@ import { after, before, describe, test } from 'node:test';
 import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import { type RunningServer, startServer } from '../../src/launch/colocated-server.js';
 import { tokens } from '../serving/isolation-suite.js';
-import { clientFor, MODEL_ID, type Served } from '../serving/serve-helpers.js';
-import { assertClusterPoolsWhole, poolStats, startTestCluster, testServeConfig } from './cluster-helpers.js';
+import { clientFor, MODEL_ID, type Served, testServeConfig } from '../serving/serve-helpers.js';
+import { assertClusterPoolsWhole, poolStats, startTestCluster } from './cluster-helpers.js';
 
 let colocated: RunningServer;
 let cluster: RunningCluster;

@@ -21,7 +21,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Backend } from '../../src/compute/backend.js';
 import { type KvLayout, kvOffset, makeKvLayout } from '../../src/kv/kv-layout.js';
-import type { WeightDType } from '../../src/model/gguf-types.js';
+import { blockSize, GGML_TYPE_CODES, type WeightDType } from '../../src/model/gguf-types.js';
 import type { RopeStyle } from '../../src/model/model-config.js';
 import { decodeWeights, encodeWeights } from '../../src/model/quant.js';
 import type { WeightMatrix } from '../../src/model/weights.js';
@@ -39,7 +39,14 @@ export interface ConformanceTarget<B extends Backend> {
 }
 
 const U = 2 ** -24;
-export const DTYPES: readonly WeightDType[] = ['f32', 'f16', 'bf16', 'q8_0'];
+export const DTYPES = Object.keys(GGML_TYPE_CODES) as readonly WeightDType[];
+
+/** Row lengths to test a type on: edge lengths for the float types, one to a few whole blocks for block types. */
+function rowLengths(dtype: WeightDType, edges: number[]): number[] {
+  const size = blockSize(dtype);
+  if (size === 1) return edges;
+  return size === 32 ? [32, 64, 288] : [256, 512];
+}
 
 export function gaussian(random: SeededRandom, n: number, std = 1): Float32Array {
   return Float32Array.from({ length: n }, () => std * random.normal());
@@ -238,7 +245,7 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
       const random = new SeededRandom(1);
       counted(target, backend, 'matmul', () => {
         for (const dtype of DTYPES) {
-          const inDims = dtype === 'q8_0' ? [32, 64, 256, 288] : [1, 31, 32, 33, 257];
+          const inDims = rowLengths(dtype, [1, 31, 32, 33, 257]);
           for (const inDim of inDims) {
             for (const outDim of [1, 7, 33]) {
               const w = weightMatrix(random, dtype, inDim, outDim);
@@ -389,7 +396,7 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
       const random = new SeededRandom(6);
       counted(target, backend, 'embed', () => {
         for (const dtype of DTYPES) {
-          for (const inDim of dtype === 'q8_0' ? [32, 96] : [1, 33, 96]) {
+          for (const inDim of rowLengths(dtype, [1, 33, 96])) {
             const w = weightMatrix(random, dtype, inDim, 50);
             const tokens = Int32Array.from([0, 49, 7, 7, 23]);
             const got = new Float32Array(tokens.length * inDim);

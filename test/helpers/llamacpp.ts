@@ -25,9 +25,13 @@ export async function loadLlamaCppModel(path: string): Promise<LlamaModel> {
  * log p(next token | tokens[0..i]) for every position i, for the listed candidate tokens, as llama.cpp computes them
  * (temperature 1, no truncation: the plain softmax of the logits).
  */
-export async function llamaCppLogprobs(model: LlamaModel, tokens: readonly number[]): Promise<Map<number, number>[]> {
+export async function llamaCppLogprobs(
+  model: LlamaModel,
+  tokens: readonly number[],
+  contextSize = Math.max(256, tokens.length + 16),
+): Promise<Map<number, number>[]> {
   const context = await model.createContext({
-    contextSize: Math.max(256, tokens.length + 16),
+    contextSize,
     batchSize: 512,
     threads: 2,
   });
@@ -47,9 +51,17 @@ export async function llamaCppLogprobs(model: LlamaModel, tokens: readonly numbe
   }
 }
 
-/** llama.cpp's greedy continuation of `prompt`, `count` tokens long. */
-export async function llamaCppGreedy(model: LlamaModel, prompt: readonly number[], count: number): Promise<number[]> {
-  const context = await model.createContext({ contextSize: Math.max(256, prompt.length + count + 16), threads: 2 });
+/**
+ * llama.cpp's greedy continuation of `prompt`, `count` tokens long. `contextSize` matters to phi3, whose RoPE factors
+ * llama.cpp picks by it (long ones above the original context).
+ */
+export async function llamaCppGreedy(
+  model: LlamaModel,
+  prompt: readonly number[],
+  count: number,
+  contextSize = Math.max(256, prompt.length + count + 16),
+): Promise<number[]> {
+  const context = await model.createContext({ contextSize, threads: 2 });
   try {
     const sequence = context.getSequence();
     const out: number[] = [];

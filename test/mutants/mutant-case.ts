@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import type { AuditReport } from '../../src/audit/auditor.js';
 import { AUDIT_EXIT, type FindingKind } from '../../src/audit/findings.js';
+import type { AuditCliOptions } from '../../src/cli/audit-command.js';
 import type { IncidentStore } from '../../src/incidents/incident-store.js';
 import { describeRun, makeLiveTenants, runLiveAudit } from '../audit-live/live-audit-helpers.js';
 
@@ -15,6 +16,10 @@ export interface MutantCase<M> {
   caughtBy?: readonly FindingKind[];
   /** finding kinds that must not be reported */
   never?: readonly FindingKind[];
+  /** audit options besides the live audit's (e.g. the scenarios) */
+  audit?: Partial<AuditCliOptions>;
+  /** a note that some scenario of the audit must carry */
+  note?: RegExp;
 }
 
 export interface AuditedServer {
@@ -41,7 +46,7 @@ export async function auditCase<M>(
   const tenants = makeLiveTenants(2);
   const server = await start(tenants.serverKeysPath);
   try {
-    const run = await runLiveAudit(server.url, tenants.auditKeysPath);
+    const run = await runLiveAudit(server.url, tenants.auditKeysPath, c.audit);
     const kinds = kindsOf(run.report);
     if (c.caughtBy === undefined) {
       assert.equal(run.exitCode, AUDIT_EXIT.clean, describeRun(run));
@@ -55,6 +60,13 @@ export async function auditCase<M>(
     }
     assert.ok(!kinds.has('canary_leak'), 'no mutant here can make the random-weight model spell a marker');
     for (const kind of c.never ?? []) assert.ok(!kinds.has(kind), `${kind} reported: ${describeRun(run)}`);
+    if (c.note !== undefined) {
+      const notes = run.report.scenarios.flatMap((s) => s.notes);
+      assert.ok(
+        notes.some((n) => c.note!.test(n)),
+        `a note matching ${c.note}: ${describeRun(run)}`,
+      );
+    }
     server.checkExercised?.();
   } finally {
     await server.close();

@@ -4,12 +4,20 @@
  * be flagged (exit 4) with the finding kind its fault produces. (c)'s fault alone, with the epoch check on, must give
  * honest errors only: the check under test is what stands between that fault and wrong content.
  *
- * Two tenants, 8-token answers: ~106 requests and 3-7 s per audit on two busy cores.
+ * Two tenants, 8-token answers: ~106 requests and 3-7 s per audit on two busy cores. The prompt-cache cases run that
+ * timing scenario alone, for one tenant pair (~98 requests of one token each): (f) must be flagged, the real server
+ * with and without its prefix cache must pass with the note that says which.
  */
 import { describe, it } from 'node:test';
 import { auditCase, caseTitle, type MutantCase } from './mutant-case.js';
 import { MUTANTS, type MutantServerSettings, startMutantServer } from './mutant-server.js';
 import type { SeededFaults } from './seeded-faults.js';
+
+/**
+ * The timing scenario alone (the other scenarios are audited by the cases above it), one tenant pair (tenant-1's
+ * prefixes, tenant-2 attacking): ~98 requests of one token; each test at alpha 1e-6.
+ */
+const PROMPT_CACHE = { scenarios: ['prompt_cache'], cachePairs: 1 } as const;
 
 /** Admission waits end after 250 ms with 2 running: storms meet queue timeouts (what mutant (e) turns into 200s). */
 const TIGHT_QUEUE: Partial<MutantServerSettings> = { runningMax: 2, queueTimeoutMs: 250 };
@@ -46,6 +54,26 @@ const CASES: readonly Case[] = [
     settings: SMALL_CACHE,
     caughtBy: ['storm_wrong_status', 'interruption_wrong_status'],
     never: ['noninterference', 'storm_wrong_answer', 'interruption_wrong_answer'],
+  },
+  {
+    name: 'the real server, prompt-cache timing: no cache',
+    mutants: {},
+    audit: PROMPT_CACHE,
+    note: /no cache detected/,
+  },
+  {
+    name: 'the real server with a small prefix cache, prompt-cache timing: within a tenant',
+    mutants: {},
+    settings: SMALL_CACHE,
+    audit: PROMPT_CACHE,
+    note: /caches within a tenant/,
+  },
+  {
+    name: '(f) tenantless_prefix',
+    mutants: { tenantlessPrefix: true, pool: { sharedTenantUnchecked: true } },
+    settings: SMALL_CACHE,
+    audit: PROMPT_CACHE,
+    caughtBy: ['prompt_cache_shared_across_tenants'],
   },
   {
     name: '(e) abort_as_success',

@@ -29,6 +29,8 @@ export interface PoolFaults {
   ownershipUnchecked?: boolean;
   /** (c): reads do not compare the table's epoch with the page's */
   epochUnchecked?: boolean;
+  /** (f): a table's shared prefix pages may belong to any tenant's cache (owner, epoch and state still checked) */
+  sharedTenantUnchecked?: boolean;
 }
 
 export class MutantPagePool extends PagePool {
@@ -41,7 +43,12 @@ export class MutantPagePool extends PagePool {
   }
 
   protected override checkPage(table: PageTable, i: number, tokens: number): void {
-    if (this.faults.ownershipUnchecked !== true) super.checkPage(table, i, tokens);
+    if (this.faults.ownershipUnchecked === true) return;
+    const cacheOwner = i < table.sharedPages ? this.ownerOf(table.pages[i]!) : undefined;
+    if (this.faults.sharedTenantUnchecked === true && cacheOwner?.shared === true) {
+      // checked as if the reader were of the page's tenant: everything but the tenant still holds
+      super.checkPage({ ...table, owner: { ...table.owner, tenant: cacheOwner.tenant } }, i, tokens);
+    } else super.checkPage(table, i, tokens);
   }
 
   protected override checkWritable(page: number, owner: PageOwner, epoch: number): void {
@@ -64,6 +71,17 @@ export class MutantPagePool extends PagePool {
 /** (c)'s fault: eviction frees an entry's page but leaves the entry in the index, where a later lookup finds it. */
 export class StaleIndexPrefixCache extends PrefixCache {
   protected override unindex(_entry: CachedPage): void {}
+}
+
+/** (f)'s fault: the chain keys leave out the tenant, so a prompt cached by one tenant is a hit for every tenant. */
+export class TenantlessPrefixCache extends PrefixCache {
+  protected override chainSeed(_tenant: string): string {
+    return super.chainSeed('');
+  }
+
+  protected override hitAllowed(): boolean {
+    return true;
+  }
 }
 
 export interface EngineFaults {
@@ -121,8 +139,8 @@ class DigestUncheckedSession extends ReceiveSession {
 
 /** (a), the incident: a request over the context is served with a 1-token placeholder prompt instead of a 400. */
 export class PlaceholderRun extends CompletionRun {
-  protected override promptAndMaxTokens(): { prompt: number[]; maxTokens: number } {
-    const { prompt, maxTokens } = super.promptAndMaxTokens();
+  protected override async promptAndMaxTokens(): Promise<{ prompt: number[]; maxTokens: number }> {
+    const { prompt, maxTokens } = await super.promptAndMaxTokens();
     const { context } = this.ctx;
     if (prompt.length + Math.max(maxTokens, 1) <= context) return { prompt, maxTokens };
     return { prompt: prompt.slice(-1), maxTokens: Math.min(Math.max(maxTokens, 1), context - 1) };
@@ -135,6 +153,8 @@ export interface SeededFaults {
   pool?: PoolFaults;
   engine?: EngineFaults;
   staleIndex?: boolean;
+  /** (f): prefix-cache keys without the tenant */
+  tenantlessPrefix?: boolean;
 }
 
 /** The parts a colocated server (or a worker) is built from, with `faults` seeded; `{}`: production's parts. */
@@ -144,7 +164,11 @@ export function seededParts(faults: SeededFaults): EngineParts & GatewayParts {
     pool: (layout, pageCount) =>
       faults.pool !== undefined ? new MutantPagePool(layout, pageCount, faults.pool) : new PagePool(layout, pageCount),
     prefixCache: (pool, pages) =>
-      faults.staleIndex === true ? new StaleIndexPrefixCache(pool, pages) : new PrefixCache(pool, pages),
+      faults.staleIndex === true
+        ? new StaleIndexPrefixCache(pool, pages)
+        : faults.tenantlessPrefix === true
+          ? new TenantlessPrefixCache(pool, pages)
+          : new PrefixCache(pool, pages),
     engine: (config, forward, options) =>
       faults.engine !== undefined
         ? new MutantEngine(config, forward, options, faults.engine)

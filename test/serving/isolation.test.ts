@@ -4,7 +4,16 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
 import { complete, noninterferenceSuite, tokens } from './isolation-suite.js';
-import { assertPoolWhole, MODEL_ID, post, startTestServer, waitFor, writeKeyFile } from './serve-helpers.js';
+import {
+  adminMetrics,
+  assertPoolWhole,
+  MODEL_ID,
+  post,
+  startTestServer,
+  waitFor,
+  writeAdminTokenFile,
+  writeKeyFile,
+} from './serve-helpers.js';
 
 noninterferenceSuite('colocated', async (keyFile) => {
   const server = await startTestServer({
@@ -67,7 +76,10 @@ describe('tenant page quota', () => {
 describe('ownership violation', () => {
   let server: RunningServer;
   before(async () => {
-    server = await startTestServer({ apiKeysPath: writeKeyFile(['mallory', 'alice']) });
+    server = await startTestServer({
+      apiKeysPath: writeKeyFile(['mallory', 'alice']),
+      adminTokenFile: writeAdminTokenFile(),
+    });
   });
   after(async () => {
     await server?.close();
@@ -116,7 +128,7 @@ describe('ownership violation', () => {
     assert.equal(incident.pageOwnerTenant, 'alice');
     assert.equal(incident.pageOwnerRequest, aliceId);
     assert.ok(Math.abs(incident.timeMs - Date.now()) < 60_000);
-    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    const metrics = await adminMetrics(server);
     assert.match(metrics, /kvfence_isolation_incidents_total\{tenant="mallory"\} 1/);
     assertPoolWhole(server);
   });

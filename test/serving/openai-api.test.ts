@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
 import {
+  adminMetrics,
   assertPoolWhole,
   clientFor,
   keyFor,
@@ -12,6 +13,7 @@ import {
   post,
   startTestServer,
   waitFor,
+  writeAdminTokenFile,
   writeKeyFile,
 } from './serve-helpers.js';
 
@@ -19,6 +21,7 @@ let server: RunningServer;
 before(async () => {
   server = await startTestServer({
     apiKeysPath: writeKeyFile(['acme', 'globex', 'solo'], { solo: { concurrentRequestsMax: 1 } }),
+    adminTokenFile: writeAdminTokenFile(),
   });
 });
 after(async () => {
@@ -213,7 +216,7 @@ describe('models, health and metrics', () => {
 
   test('/health and /metrics answer without a key; metrics use vLLM names and count per tenant', async () => {
     assert.equal((await fetch(`${server.url}/health`)).status, 200);
-    const text = await (await fetch(`${server.url}/metrics`)).text();
+    const text = await adminMetrics(server);
     for (const name of [
       'vllm:num_requests_running',
       'vllm:num_requests_waiting',

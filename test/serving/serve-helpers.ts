@@ -2,8 +2,10 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { ENGINE_PARTS, type EngineParts } from '../../src/engine/engine-parts.js';
 import { hashApiKey } from '../../src/gateway/tenants.js';
 import { type RunningServer, startServer } from '../../src/launch/colocated-server.js';
+import type { GatewayParts } from '../../src/launch/open-gateway.js';
 import { SERVE_DEFAULTS, type ServeConfig } from '../../src/launch/serve-config.js';
 import type { TestModelOptions } from '../../src/model/test-model.js';
 import { testModelFile } from '../helpers/models.js';
@@ -43,8 +45,27 @@ export function writeKeyFile(
   return path;
 }
 
-export async function startTestServer(overrides: Partial<ServeConfig> = {}): Promise<RunningServer> {
-  return startServer({
+const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
+
+/** A file holding the operators' admin token (`adminTokenFile`): /metrics then shows per-tenant series to it. */
+export function writeAdminTokenFile(): string {
+  const path = join(dir, `admin-token-${files++}`);
+  writeFileSync(path, `${ADMIN_TOKEN}\n`);
+  return path;
+}
+
+/** /metrics as the operator reads it, with the admin token. */
+export async function adminMetrics(server: Served): Promise<string> {
+  const response = await fetch(`${server.url}/metrics`, {
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    signal: AbortSignal.timeout(10_000),
+  });
+  return response.text();
+}
+
+/** The test server's settings: the tiny model on the reference backend, a 256-token context, 128 pages of 16. */
+export function testServeConfig(overrides: Partial<ServeConfig> = {}): ServeConfig {
+  return {
     modelPath: testModelFile(SERVING_MODEL),
     modelName: MODEL_ID,
     host: '127.0.0.1',
@@ -63,7 +84,15 @@ export async function startTestServer(overrides: Partial<ServeConfig> = {}): Pro
     requestTimeoutMs: 60_000,
     logLevel: 'silent',
     ...overrides,
-  });
+  };
+}
+
+/** `parts`: what the engine and gateway are built from (a test hands in its own CompletionRun here). */
+export async function startTestServer(
+  overrides: Partial<ServeConfig> = {},
+  parts: EngineParts & GatewayParts = ENGINE_PARTS,
+): Promise<RunningServer> {
+  return startServer(testServeConfig(overrides), () => {}, parts);
 }
 
 /** Anything serving the API at `url`: a colocated server, a disaggregated cluster. */

@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { after, test } from 'node:test';
+import { GGML_DEQUANT_SHA256, randomBlocks } from '../../test/fixtures/ggml-dequant.js';
+import { assertSameBits, gaussian } from '../../test/helpers/backend-conformance.js';
+import { prefillLogits, promptOf } from '../../test/helpers/forward-checks.js';
+import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
+import { nativeBackendForTest } from '../../test/helpers/native.js';
+import { QUANT_BLOCKS, type QuantizedDType } from '../model/gguf-types.js';
+import { SeededRandom } from '../util/random.js';
+
+const native = nativeBackendForTest();
+after(() => native.close());
+const QUANTIZED = Object.keys(QUANT_BLOCKS) as QuantizedDType[];
+
+test("native embed of random blocks is ggml's dequantization, bit for bit, on every instruction set", () => {
+  for (const isa of native.supportedIsas) {
+    native.useIsa(isa);
+    for (const dtype of QUANTIZED) {
+      const { size, bytes } = QUANT_BLOCKS[dtype];
+      const data = randomBlocks(dtype);
+      // rows of 512 values (2 blocks of 256 or 16 of 32), the random tensor's blocks in order
+      const inDim = 512;
+      const outDim = (data.length / bytes) * (size / inDim);
+      const tokens = Int32Array.from({ length: outDim }, (_, i) => i);
+      const out = new Float32Array(outDim * inDim);
+      native.embed(out, tokens, { name: dtype, dtype, inDim, outDim, data });
+      const hash = createHash('sha256').update(new Uint8Array(out.buffer)).digest('hex');
+      assert.equal(hash, GGML_DEQUANT_SHA256[dtype], `${isa} ${dtype}`);
+    }
+  }
+  native.useIsa(native.supportedIsas[0]!);
+});
+
+test('every block type: each instruction set and thread count gives the same logits, and chunked prefill the same bits', () => {
+  for (const dtype of QUANTIZED) {
+    const model = loadTestModel({ preset: 'small', arch: 'llama', dtype, seed: 40 });
+    const prompt = promptOf(model, 40, 2);
+    const want = prefillLogits(forwardFor(model, 8, 16, native), prompt, 40);
+    for (const threadCount of [1, 3]) {
+      const backend = nativeBackendForTest({ threadCount });
+      try {
+        for (const isa of backend.supportedIsas) {
+          backend.useIsa(isa);
+          assertSameBits(
+            prefillLogits(forwardFor(model, 8, 16, backend), prompt, 40),
+            want,
+            `${dtype} ${isa} ×${threadCount}`,
+          );
+        }
+      } finally {
+        backend.close();
+      }
+    }
+    assertSameBits(prefillLogits(forwardFor(model, 8, 16, native), prompt, 7), want, `${dtype} chunks of 7`);
+  }
+});
+
+test('the glue refuses rows of partial blocks and data of the wrong size for the block types', () => {
+  const random = new SeededRandom(3);
+  const x = gaussian(random, 256);
+  const before = native.callCounts.matmul;
+  const q4k = { name: 'w', dtype: 'q4_k' as const, inDim: 128, outDim: 2, data: new Uint8Array(144) };
+  assert.throws(() => native.matmul(new Float32Array(4), x, 2, q4k), /whole blocks of 256 values/);
+  const q5 = { name: 'w', dtype: 'q5_1' as const, inDim: 256, outDim: 1, data: new Uint8Array(8 * 24 - 1) };
+  assert.throws(
+    () => native.matmul(new Float32Array(1), x, 1, q5),
+    /weight data has 191 elements, the shape needs 192/,
+  );
+  assert.equal(native.callCounts.matmul, before, 'no rejected call reached a kernel');
+});

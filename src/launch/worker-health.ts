@@ -1,0 +1,56 @@
+/**
+ * A worker's health endpoints for an orchestrator (`--health-listen`): workers speak no HTTP otherwise.
+ *   /health/live   200 while the process runs its event loop (liveness: restart it only when this fails)
+ *   /health/ready  200 while it takes new requests; 503 from the moment it drains (readiness: a Kubernetes headless
+ *                  Service drops a pod that is not ready from DNS, so gateways that find workers by DNS retire it too)
+ * Plain node:http, GET only, tiny answers, short timeouts and a connection cap: it is reachable from the pod network.
+ */
+import { createServer, type Server } from 'node:http';
+import { KvfenceError } from '../util/errors.js';
+
+export interface WorkerHealth {
+  address: string;
+  close(): Promise<void>;
+}
+
+const CONNECTIONS_MAX = 32;
+const TIMEOUT_MS = 5_000;
+
+export function serveWorkerHealth(listen: string, draining: () => boolean): Promise<WorkerHealth> {
+  const at = listen.lastIndexOf(':');
+  const port = Number(listen.slice(at + 1));
+  if (at < 1 || !Number.isInteger(port) || port < 0 || port > 65535)
+    throw new KvfenceError('invalid_argument', `--health-listen: "${listen}" is not host:port`);
+  const host = listen.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+  const server: Server = createServer((request, response) => {
+    const path = (request.url ?? '').split('?')[0];
+    const answer = (status: number, body: object) => {
+      response.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+      response.end(JSON.stringify(body));
+    };
+    if (request.method !== 'GET') answer(405, { status: 'method_not_allowed' });
+    else if (path === '/health/live') answer(200, { status: 'live' });
+    else if (path === '/health/ready')
+      draining() ? answer(503, { status: 'not_ready', draining: true }) : answer(200, { status: 'ready' });
+    else answer(404, { status: 'not_found' });
+  });
+  server.maxConnections = CONNECTIONS_MAX;
+  server.headersTimeout = TIMEOUT_MS;
+  server.requestTimeout = TIMEOUT_MS;
+  server.keepAliveTimeout = TIMEOUT_MS;
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      const bound = server.address();
+      const actual = typeof bound === 'object' && bound !== null ? bound.port : port;
+      resolve({
+        address: `${listen.slice(0, at)}:${actual}`,
+        close: () =>
+          new Promise<void>((done) => {
+            server.closeAllConnections();
+            server.close(() => done());
+          }),
+      });
+    });
+  });
+}

@@ -1,0 +1,165 @@
+// Worker discovery under load: the gateway finds its workers through a resolver whose answers change while three
+// tenants keep sending requests — two new workers appear (the gateway connects and routes to them), then the first
+// two disappear (the gateway drains them: their requests end first, then it lets go). No request fails, every answer
+// is the one the request gets alone (I7), the new workers really served, and the retired ones are released.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { pino } from 'pino';
+import type { WorkerRole } from '../../src/cluster/control-protocol.js';
+import { type RunningWorker, WORKER_DEFAULTS, type WorkerConfig } from '../../src/cluster/worker-config.js';
+import type { WorkerResolver } from '../../src/cluster/worker-discovery.js';
+import { IncidentStore } from '../../src/incidents/incident-store.js';
+import { type RunningGateway, startGateway } from '../../src/launch/gateway-server.js';
+import { workerSettingsOf } from '../../src/launch/serve-config.js';
+import { startWorker } from '../../src/launch/start-worker.js';
+import { loadModel } from '../../src/model/load-model.js';
+import { tempDirectory } from '../helpers/temp.js';
+import { tokens } from '../serving/isolation-suite.js';
+import { MODEL_ID, post, testServeConfig, waitFor, writeKeyFile } from '../serving/serve-helpers.js';
+
+const TENANTS = ['t0', 't1', 't2'];
+const PROMPTS = [tokens(20, 1), tokens(33, 2), tokens(47, 3)];
+const MAX_TOKENS = 12;
+
+const dir = tempDirectory('kvfence-discovery-');
+const serve = testServeConfig({ apiKeysPath: writeKeyFile(TENANTS) });
+const model = loadModel(serve.modelPath!);
+const secret = new Uint8Array(32).fill(7);
+const incidents = new IncidentStore(join(dir, 'incidents.sqlite'));
+const workers: RunningWorker[] = [];
+/** what the fake DNS answers now, per role */
+const answers: Record<WorkerRole, string[]> = { prefill: [], decode: [] };
+let lookups = 0;
+const resolver = (role: WorkerRole): WorkerResolver => ({
+  source: `fake-${role}`,
+  dynamic: true,
+  resolve: async () => {
+    lookups++;
+    return [...answers[role]];
+  },
+});
+let gateway: RunningGateway;
+
+async function newWorker(role: WorkerRole, name: string): Promise<RunningWorker> {
+  const config: WorkerConfig = {
+    role,
+    name,
+    modelPath: model.path,
+    modelName: MODEL_ID,
+    backend: 'reference',
+    settings: workerSettingsOf(serve, 128),
+    controlListen: '127.0.0.1:0',
+    ...(role === 'decode' ? { transferListen: '127.0.0.1:0' } : {}),
+    transferTimeoutMs: 10_000,
+    idleTimeoutMs: 3_000,
+    handshakeTimeoutMs: WORKER_DEFAULTS.handshakeTimeoutMs,
+    incidentsDb: join(dir, 'unused.sqlite'),
+    logLevel: 'silent',
+  };
+  const worker = await startWorker(config, secret, { model, incidents, log: pino({ level: 'silent' }) });
+  workers.push(worker);
+  return worker;
+}
+
+interface Outcome {
+  status: number;
+  text: string;
+  logprobs: number[];
+}
+
+async function ask(tenant: string, prompt: number[]): Promise<Outcome> {
+  const r = await post(
+    gateway,
+    '/v1/completions',
+    { model: MODEL_ID, prompt, max_tokens: MAX_TOKENS, temperature: 0, logprobs: 1 },
+    tenant,
+  );
+  const choice = (r.json as { choices?: { text: string; logprobs: { token_logprobs: number[] } }[] }).choices?.[0];
+  return {
+    status: r.status,
+    text: choice?.text ?? JSON.stringify(r.json),
+    logprobs: choice?.logprobs.token_logprobs ?? [],
+  };
+}
+
+before(async () => {
+  const [p0, d0] = [await newWorker('prefill', 'prefill-a'), await newWorker('decode', 'decode-a')];
+  answers.prefill = [p0.controlAddress];
+  answers.decode = [d0.controlAddress];
+  gateway = await startGateway({
+    ...serve,
+    tenantConcurrentMax: 8,
+    modelPath: model.path,
+    modelName: MODEL_ID,
+    resolvers: { prefill: resolver('prefill'), decode: resolver('decode') },
+    dnsRefreshMs: 100,
+    secret,
+    connectTimeoutMs: 10_000,
+  });
+});
+
+after(async () => {
+  await gateway?.close();
+  for (const w of workers) await w.close();
+  incidents.close();
+});
+
+test('workers added and removed during load: no request lost, answers as alone, the removed ones let go', async () => {
+  const solo = await Promise.all(PROMPTS.map((p) => ask('t0', p)));
+  for (const s of solo) assert.equal(s.status, 200, s.text);
+
+  const outcomes: { prompt: number; outcome: Outcome }[] = [];
+  let running = true;
+  const load = TENANTS.map(async (tenant, t) => {
+    for (let i = t; running; i++) {
+      const prompt = i % PROMPTS.length;
+      outcomes.push({ prompt, outcome: await ask(tenant, PROMPTS[prompt]!) });
+    }
+  });
+  const served = async (n: number) => {
+    const until = outcomes.length + n;
+    await waitFor(() => outcomes.length >= until, `${n} more requests served`);
+  };
+
+  await served(6);
+  // two workers appear: the gateway connects to them and routes to them
+  const [p1, d1] = [await newWorker('prefill', 'prefill-b'), await newWorker('decode', 'decode-b')];
+  answers.prefill = [answers.prefill[0]!, p1.controlAddress];
+  answers.decode = [answers.decode[0]!, d1.controlAddress];
+  await waitFor(
+    () => gateway.dispatcher.workers().filter((w) => w.up).length === 4,
+    'the gateway to route to the 4 workers',
+  );
+  await served(12);
+  // the first two disappear: drained (their requests end first), then let go
+  answers.prefill = [p1.controlAddress];
+  answers.decode = [d1.controlAddress];
+  await waitFor(() => gateway.dispatcher.workers().length === 2, 'the gateway to let go of the removed workers');
+  assert.deepEqual(
+    gateway.dispatcher
+      .workers()
+      .map((w) => w.name)
+      .sort(),
+    ['decode-b', 'prefill-b'],
+  );
+  await served(9);
+  running = false;
+  await Promise.all(load);
+
+  assert.ok(outcomes.length >= 27, `${outcomes.length} requests during the changes`);
+  for (const { prompt, outcome } of outcomes) {
+    assert.equal(outcome.status, 200, outcome.text);
+    assert.deepEqual(outcome, solo[prompt], 'the answer it gets alone (I7)');
+  }
+  // the new pair served: every request after the removal went there
+  const [prefillStats, decodeStats] = await gateway.dispatcher.poolStats();
+  assert.ok(prefillStats!.reservations > 0 && decodeStats!.reservations >= 9, JSON.stringify(decodeStats));
+  assert.equal(decodeStats!.pagesFree, decodeStats!.pagesTotal, 'the new decode pool is whole');
+  // the gateway closed its connections to the removed workers: they drain at once (nothing held, nobody connected)
+  const started = performance.now();
+  await Promise.all([workers[0]!.drain(5_000), workers[1]!.drain(5_000)]);
+  assert.ok(performance.now() - started < 1_000, `drained in ${(performance.now() - started).toFixed(0)} ms`);
+  workers.splice(0, 2);
+  assert.ok(lookups > 10, `the resolver was asked again and again (${lookups})`);
+});

@@ -1,0 +1,148 @@
+/**
+ * What a hostile tenant or a stranger does to a server, each as a load that runs until stopped (the noisy-neighbour
+ * suite measures another tenant's latency meanwhile). Each attack is bounded in connections and requests.
+ */
+import { connect, type Socket } from 'node:net';
+import { postHead, rawConnect } from '../serving/raw-http.js';
+import { keyFor, MODEL_ID } from '../serving/serve-helpers.js';
+
+export interface AttackTarget {
+  url: string;
+  /** worker ports a stranger can reach in a multi-host deployment (host:port), none for a colocated server */
+  workerPorts: string[];
+}
+
+export interface Attack {
+  name: string;
+  /** starts the attack; `stop` ends it and says what the attacker saw */
+  start(target: AttackTarget, tenant: string): Promise<{ stop(): Promise<string> }>;
+}
+
+/** Loops of one request per client until stopped, counting statuses; a refusal is retried after 10 ms. */
+function requestLoop(target: AttackTarget, tenant: string, clients: number, body: () => unknown) {
+  const statuses = new Map<number, number>();
+  let stopped = false;
+  const loops = Array.from({ length: clients }, async () => {
+    while (!stopped) {
+      const status = await fetch(`${target.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${keyFor(tenant)}` },
+        body: JSON.stringify(body()),
+        signal: AbortSignal.timeout(60_000),
+      })
+        .then(async (r) => {
+          await r.arrayBuffer();
+          return r.status;
+        })
+        .catch(() => 0);
+      statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  });
+  return {
+    async stop() {
+      stopped = true;
+      await Promise.all(loops);
+      return `statuses ${JSON.stringify([...statuses].sort())}`;
+    },
+  };
+}
+
+/** Opens `count` sockets, 50 at a time, each by `open` (a failed open is skipped); stop destroys them all. */
+async function sockets(count: number, open: () => Promise<Socket>): Promise<{ stop(): Promise<string> }> {
+  const held: Socket[] = [];
+  for (let i = 0; i < count; i += 50) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(50, count - i) }, () => open().catch(() => undefined)),
+    );
+    for (const s of batch) if (s !== undefined) held.push(s);
+  }
+  return {
+    async stop() {
+      const closedByServer = held.filter((s) => s.destroyed || s.readableEnded).length;
+      for (const s of held) s.destroy();
+      return `${held.length} connections opened, ${closedByServer} already closed by the server`;
+    },
+  };
+}
+
+function bareConnection(address: string): Promise<Socket> {
+  const [host, port] = [
+    address.slice(0, address.lastIndexOf(':')),
+    Number(address.slice(address.lastIndexOf(':') + 1)),
+  ];
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port });
+    socket.on('error', () => {});
+    socket.once('connect', () => resolve(socket));
+    socket.once('error', reject);
+  });
+}
+
+export const ATTACKS: readonly Attack[] = [
+  {
+    name: 'slow unauthenticated bodies',
+    async start(target) {
+      let n = 0;
+      return sockets(200, async () => {
+        // spread over loopback addresses, as a botnet would be over sources
+        const c = await rawConnect(target.url, `127.0.0.${2 + (n++ % 8)}`);
+        c.socket.write(postHead('/v1/completions', 15 << 20));
+        c.dribble('{', 500);
+        return c.socket;
+      });
+    },
+  },
+  {
+    name: 'huge prompts',
+    async start(target, tenant) {
+      const prompt = 'lorem ipsum dolor sit amet '.repeat(40_000); // ~1 MB
+      return requestLoop(target, tenant, 4, () => ({ model: MODEL_ID, prompt, max_tokens: 4 }));
+    },
+  },
+  {
+    name: 'one-letter prompts',
+    async start(target, tenant) {
+      const prompt = 'a'.repeat(256 * 1024);
+      return requestLoop(target, tenant, 4, () => ({ model: MODEL_ID, prompt, max_tokens: 4 }));
+    },
+  },
+  {
+    name: 'default-temperature floods with logprobs',
+    async start(target, tenant) {
+      return requestLoop(target, tenant, 12, () => ({
+        model: MODEL_ID,
+        prompt: 'Tell me a long story about the sea',
+        max_tokens: 96,
+        ignore_eos: true,
+        logprobs: 5,
+      }));
+    },
+  },
+  {
+    name: 'unread streams',
+    async start(target, tenant) {
+      const body = JSON.stringify({
+        model: MODEL_ID,
+        prompt: 'Count to a thousand',
+        max_tokens: 200,
+        ignore_eos: true,
+        stream: true,
+      });
+      return sockets(20, async () => {
+        const c = await rawConnect(target.url);
+        c.socket.write(postHead('/v1/completions', Buffer.byteLength(body), `Bearer ${keyFor(tenant)}`) + body);
+        c.socket.pause(); // never reads: the server's writes back up
+        return c.socket;
+      });
+    },
+  },
+  {
+    name: 'pre-authentication connection floods',
+    async start(target) {
+      const addresses = [new URL(target.url).host, ...target.workerPorts];
+      let n = 0;
+      return sockets(2000, () => bareConnection(addresses[n++ % addresses.length]!));
+    },
+  },
+];

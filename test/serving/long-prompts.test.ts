@@ -1,0 +1,93 @@
+// Long prompts cost a bounded, small amount and never freeze the event loop (DESIGN I11): a text longer than the
+// context can hold is a fast 400 before tokenizing; one over the context in tokens stops tokenizing at the context;
+// long texts are tokenized on a thread while the event loop keeps serving; a one-letter prompt of any length is a 400,
+// not a crash.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { RunningServer } from '../../src/launch/colocated-server.js';
+import { EncoderThread } from '../../src/model/encoder-thread.js';
+import { loadTestModel } from '../helpers/models.js';
+import { post, SERVING_MODEL, startTestServer } from './serve-helpers.js';
+
+let server: RunningServer;
+before(async () => {
+  server = await startTestServer();
+});
+after(async () => {
+  await server?.close();
+});
+
+const CONTEXT = 256;
+
+async function refused(body: Record<string, unknown>, path = '/v1/completions') {
+  const started = performance.now();
+  const r = await post(server, path, { model: 'tiny-test', max_tokens: 4, ...body });
+  return { ...r, ms: performance.now() - started, error: (r.json as { error: { code: string; param: string } }).error };
+}
+
+test('a prompt longer than the context can hold is a fast 400, whatever its letters', async () => {
+  for (const text of ['a'.repeat(256 * 1024), 'The quick brown fox. '.repeat(40_000)]) {
+    const r = await refused({ prompt: text });
+    assert.equal(r.status, 400);
+    assert.equal(r.error.code, 'context_length_exceeded');
+    assert.equal(r.error.param, 'prompt');
+    assert.ok(r.ms < 2_000, `answered in ${r.ms.toFixed(0)} ms`);
+  }
+  const chat = await refused({ messages: [{ role: 'user', content: 'b'.repeat(256 * 1024) }] }, '/v1/chat/completions');
+  assert.deepEqual([chat.status, chat.error.code, chat.error.param], [400, 'context_length_exceeded', 'messages']);
+});
+
+test('a prompt within the character bound but over the context in tokens is a 400 naming the context', async () => {
+  const model = loadTestModel(SERVING_MODEL);
+  const words = 'one two three four five six seven eight nine ten ';
+  const text = words.repeat(40); // 2000 characters, ~1000 tokens here: far over 256
+  assert.ok(text.length <= CONTEXT * model.tokenizer.longestTokenChars, 'inside the character bound');
+  const r = await refused({ prompt: text });
+  assert.equal(r.status, 400);
+  assert.match(JSON.stringify(r.json), /more than 256 tokens long/);
+  const fits = await post(server, '/v1/completions', { model: 'tiny-test', prompt: words.repeat(4), max_tokens: 2 });
+  assert.equal(fits.status, 200, 'a prompt that fits is answered');
+});
+
+test('the tokenizer thread: the same ids as inline, while the event loop keeps running', async () => {
+  const model = loadTestModel(SERVING_MODEL);
+  const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
+  try {
+    const text = 'tokens and more tokens, 12345 of them\n'.repeat(20_000); // 760k characters
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 1);
+    const started = performance.now();
+    const ids = await thread.encode(text, { addSpecial: true });
+    const ms = performance.now() - started;
+    clearInterval(ticker);
+    assert.deepEqual(ids, model.tokenizer.encode(text, { addSpecial: true }));
+    // inline, the loop would not tick once while encoding; here it ticks most milliseconds
+    assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms of tokenizing`);
+    // short texts are encoded inline, the same way
+    assert.deepEqual(await thread.encode('short', {}), model.tokenizer.encode('short', {}));
+  } finally {
+    await thread.close();
+  }
+});
+
+test('the tokenizer thread is bounded: a slow text times out with a 503 code, a full queue refuses at once', async () => {
+  const model = loadTestModel(SERVING_MODEL);
+  const slow = new EncoderThread(model.tokenizer, model.path, 1);
+  const queued = new EncoderThread(model.tokenizer, model.path, 60_000);
+  try {
+    await assert.rejects(
+      slow.encode('x y z '.repeat(200_000), {}),
+      (e: { code?: string; message?: string }) => e.code === 'server_overloaded' && /longer than 1 ms/.test(e.message!),
+    );
+    const text = 'a b c d '.repeat(500); // past the inline bound, a few ms each
+    const expected = model.tokenizer.encode(text, {});
+    const answers = await Promise.all(
+      Array.from({ length: 80 }, () => queued.encode(text, {}).catch((e: { message?: string }) => e.message)),
+    );
+    const refusedAtOnce = answers.filter((a) => typeof a === 'string' && /already being tokenized/.test(a));
+    assert.equal(refusedAtOnce.length, 80 - 64, 'the queue holds 64');
+    for (const a of answers) if (typeof a !== 'string') assert.deepEqual(a, expected);
+  } finally {
+    await Promise.all([slow.close(), queued.close()]);
+  }
+});
