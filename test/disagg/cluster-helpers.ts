@@ -11,7 +11,7 @@ import { type RunningCluster, startDisaggregatedServer } from '../../src/launch/
 import type { ServeConfig } from '../../src/launch/serve-config.js';
 import type { TestWorkerPlan } from '../helpers/test-worker-entry.js';
 import type { IsolationTarget } from '../serving/isolation-suite.js';
-import { testServeConfig, waitForAsync } from '../serving/serve-helpers.js';
+import { MODEL_ID, post, type Served, testServeConfig, waitForAsync } from '../serving/serve-helpers.js';
 
 export interface TestClusterOptions {
   serve?: Partial<ServeConfig>;
@@ -73,5 +73,33 @@ export function clusterTarget(cluster: RunningCluster, pagesPerPool: number): Is
     idle: () => whole(cluster),
     assertPoolsWhole: () => assertClusterPoolsWhole(cluster),
     close: () => cluster.close(),
+  };
+}
+
+export interface GreedyOutcome {
+  status: number;
+  /** the completion's text, or the error body when the status is not 200 */
+  text: string;
+  logprobs: number[];
+}
+
+/** A greedy completion of token ids with its logprobs, as a client sees it (for answers compared with solo runs). */
+export async function greedyCompletion(
+  server: Served,
+  tenant: string,
+  prompt: number[],
+  maxTokens: number,
+): Promise<GreedyOutcome> {
+  const r = await post(
+    server,
+    '/v1/completions',
+    { model: MODEL_ID, prompt, max_tokens: maxTokens, temperature: 0, logprobs: 1 },
+    tenant,
+  );
+  const choice = (r.json as { choices?: { text: string; logprobs: { token_logprobs: number[] } }[] }).choices?.[0];
+  return {
+    status: r.status,
+    text: choice?.text ?? JSON.stringify(r.json),
+    logprobs: choice?.logprobs.token_logprobs ?? [],
   };
 }

@@ -16,7 +16,8 @@ import { startWorker } from '../../src/launch/start-worker.js';
 import { loadModel } from '../../src/model/load-model.js';
 import { tempDirectory } from '../helpers/temp.js';
 import { tokens } from '../serving/isolation-suite.js';
-import { MODEL_ID, post, testServeConfig, waitFor, writeKeyFile } from '../serving/serve-helpers.js';
+import { MODEL_ID, testServeConfig, waitFor, writeKeyFile } from '../serving/serve-helpers.js';
+import { type GreedyOutcome, greedyCompletion } from './cluster-helpers.js';
 
 const TENANTS = ['t0', 't1', 't2'];
 const PROMPTS = [tokens(20, 1), tokens(33, 2), tokens(47, 3)];
@@ -62,26 +63,7 @@ async function newWorker(role: WorkerRole, name: string): Promise<RunningWorker>
   return worker;
 }
 
-interface Outcome {
-  status: number;
-  text: string;
-  logprobs: number[];
-}
-
-async function ask(tenant: string, prompt: number[]): Promise<Outcome> {
-  const r = await post(
-    gateway,
-    '/v1/completions',
-    { model: MODEL_ID, prompt, max_tokens: MAX_TOKENS, temperature: 0, logprobs: 1 },
-    tenant,
-  );
-  const choice = (r.json as { choices?: { text: string; logprobs: { token_logprobs: number[] } }[] }).choices?.[0];
-  return {
-    status: r.status,
-    text: choice?.text ?? JSON.stringify(r.json),
-    logprobs: choice?.logprobs.token_logprobs ?? [],
-  };
-}
+const ask = (tenant: string, prompt: number[]) => greedyCompletion(gateway, tenant, prompt, MAX_TOKENS);
 
 before(async () => {
   const [p0, d0] = [await newWorker('prefill', 'prefill-a'), await newWorker('decode', 'decode-a')];
@@ -109,7 +91,7 @@ test('workers added and removed during load: no request lost, answers as alone, 
   const solo = await Promise.all(PROMPTS.map((p) => ask('t0', p)));
   for (const s of solo) assert.equal(s.status, 200, s.text);
 
-  const outcomes: { prompt: number; outcome: Outcome }[] = [];
+  const outcomes: { prompt: number; outcome: GreedyOutcome }[] = [];
   let running = true;
   const load = TENANTS.map(async (tenant, t) => {
     for (let i = t; running; i++) {

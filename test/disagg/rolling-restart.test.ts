@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import { tokens } from '../serving/isolation-suite.js';
-import { keyFor, MODEL_ID, post, waitFor, waitForAsync, writeKeyFile } from '../serving/serve-helpers.js';
-import { assertClusterPoolsWhole, startTestCluster } from './cluster-helpers.js';
+import { keyFor, MODEL_ID, waitFor, waitForAsync, writeKeyFile } from '../serving/serve-helpers.js';
+import { assertClusterPoolsWhole, type GreedyOutcome, greedyCompletion, startTestCluster } from './cluster-helpers.js';
 
 const TENANTS = ['t0', 't1', 't2'];
 const PROMPTS = [tokens(24, 11), tokens(40, 12), tokens(57, 13), tokens(18, 14)];
@@ -24,32 +24,13 @@ after(async () => {
   if (!closed) await cluster?.close();
 });
 
-interface Outcome {
-  status: number;
-  text: string;
-  logprobs: number[];
-}
-
-async function ask(tenant: string, prompt: number[]): Promise<Outcome> {
-  const r = await post(
-    cluster,
-    '/v1/completions',
-    { model: MODEL_ID, prompt, max_tokens: MAX_TOKENS, temperature: 0, logprobs: 1 },
-    tenant,
-  );
-  const choice = (r.json as { choices?: { text: string; logprobs: { token_logprobs: number[] } }[] }).choices?.[0];
-  return {
-    status: r.status,
-    text: choice?.text ?? JSON.stringify(r.json),
-    logprobs: choice?.logprobs.token_logprobs ?? [],
-  };
-}
+const ask = (tenant: string, prompt: number[]) => greedyCompletion(cluster, tenant, prompt, MAX_TOKENS);
 
 test('every worker restarted in turn under load: no request fails, answers as alone, pools whole', async () => {
   const solo = await Promise.all(PROMPTS.map((p) => ask('t0', p)));
   for (const s of solo) assert.equal(s.status, 200, s.text);
 
-  const outcomes: { prompt: number; outcome: Outcome }[] = [];
+  const outcomes: { prompt: number; outcome: GreedyOutcome }[] = [];
   let inFlight = 0;
   let running = true;
   // two requests at a time per tenant, back to back
