@@ -3,7 +3,7 @@ import { after, test } from 'node:test';
 import { assertSameBits, gaussian, kvCase, weightMatrix } from '../../test/helpers/backend-conformance.js';
 import { prefillLogits, promptOf, sequence } from '../../test/helpers/forward-checks.js';
 import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
-import { nativeBackendForTest } from '../../test/helpers/native.js';
+import { assertSameOnEveryIsa, nativeBackendForTest } from '../../test/helpers/native.js';
 import { generate } from '../engine/generate.js';
 import { GREEDY } from '../engine/sampler.js';
 import { KvfenceError } from '../util/errors.js';
@@ -69,21 +69,11 @@ test('every instruction set and thread count gives the same logits, bit for bit'
   for (const model of [qwen, gemma]) {
     const prompt = promptOf(model, 90, 5);
     const want = prefillLogits(forwardFor(model, 32, 16, native), prompt, 90);
-    for (const threadCount of [1, 3]) {
-      const backend = nativeBackendForTest({ threadCount });
-      try {
-        for (const isa of backend.supportedIsas) {
-          backend.useIsa(isa);
-          assertSameBits(
-            prefillLogits(forwardFor(model, 32, 16, backend), prompt, 90),
-            want,
-            `${model.config.arch}: ${isa}, ${threadCount} threads`,
-          );
-        }
-      } finally {
-        backend.close();
-      }
-    }
+    assertSameOnEveryIsa(
+      (backend) => prefillLogits(forwardFor(model, 32, 16, backend), prompt, 90),
+      want,
+      model.config.arch,
+    );
   }
 });
 

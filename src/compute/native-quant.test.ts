@@ -5,7 +5,7 @@ import { GGML_DEQUANT_SHA256, randomBlocks } from '../../test/fixtures/ggml-dequ
 import { assertSameBits, gaussian } from '../../test/helpers/backend-conformance.js';
 import { prefillLogits, promptOf } from '../../test/helpers/forward-checks.js';
 import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
-import { nativeBackendForTest } from '../../test/helpers/native.js';
+import { assertSameOnEveryIsa, nativeBackendForTest } from '../../test/helpers/native.js';
 import { QUANT_BLOCKS, type QuantizedDType } from '../model/gguf-types.js';
 import { SeededRandom } from '../util/random.js';
 
@@ -37,21 +37,7 @@ test('every block type: each instruction set and thread count gives the same log
     const model = loadTestModel({ preset: 'small', arch: 'llama', dtype, seed: 40 });
     const prompt = promptOf(model, 40, 2);
     const want = prefillLogits(forwardFor(model, 8, 16, native), prompt, 40);
-    for (const threadCount of [1, 3]) {
-      const backend = nativeBackendForTest({ threadCount });
-      try {
-        for (const isa of backend.supportedIsas) {
-          backend.useIsa(isa);
-          assertSameBits(
-            prefillLogits(forwardFor(model, 8, 16, backend), prompt, 40),
-            want,
-            `${dtype} ${isa} ×${threadCount}`,
-          );
-        }
-      } finally {
-        backend.close();
-      }
-    }
+    assertSameOnEveryIsa((backend) => prefillLogits(forwardFor(model, 8, 16, backend), prompt, 40), want, dtype);
     assertSameBits(prefillLogits(forwardFor(model, 8, 16, native), prompt, 7), want, `${dtype} chunks of 7`);
   }
 });

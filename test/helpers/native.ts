@@ -3,6 +3,7 @@
  * native test with this message instead of skipping them (a suite that silently falls back tests nothing).
  */
 import { NativeBackend, type NativeBackendOptions } from '../../src/compute/native-backend.js';
+import { assertSameBits } from './backend-conformance.js';
 
 export function nativeBackendForTest(options: NativeBackendOptions = {}): NativeBackend {
   try {
@@ -10,5 +11,28 @@ export function nativeBackendForTest(options: NativeBackendOptions = {}): Native
   } catch (error) {
     const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
     throw new Error(`the native addon must be built for these tests (npm run build:native): ${reason}`);
+  }
+}
+
+/**
+ * Runs `logits(backend)` on a fresh native backend of each thread count, once per instruction set it supports, and
+ * asserts every result equals `want` bit for bit (the ISA paths and thread counts must not change a single bit).
+ */
+export function assertSameOnEveryIsa(
+  logits: (backend: NativeBackend) => Float32Array,
+  want: Float32Array,
+  what: string,
+  threadCounts: readonly number[] = [1, 3],
+): void {
+  for (const threadCount of threadCounts) {
+    const backend = nativeBackendForTest({ threadCount });
+    try {
+      for (const isa of backend.supportedIsas) {
+        backend.useIsa(isa);
+        assertSameBits(logits(backend), want, `${what}: ${isa}, ${threadCount} threads`);
+      }
+    } finally {
+      backend.close();
+    }
   }
 }
