@@ -23,7 +23,6 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import type { Backend } from '../src/compute/backend.js';
 import { ReferenceBackend } from '../src/compute/reference-backend.js';
-import { logSoftmax } from '../src/engine/sampler.js';
 import type { QuantizedDType } from '../src/model/gguf-types.js';
 import { writeGguf } from '../src/model/gguf-write.js';
 import { type LoadedModel, loadModel } from '../src/model/load-model.js';
@@ -31,7 +30,13 @@ import { encodeWeights } from '../src/model/quant.js';
 import { makeTestModel, type TestModelOptions } from '../src/model/test-model.js';
 import { SeededRandom } from '../src/util/random.js';
 import { prefillLogits } from './helpers/forward-checks.js';
-import { llamaCpp, llamaCppGreedy, llamaCppLogprobs, loadLlamaCppModel } from './helpers/llamacpp.js';
+import {
+  largestLogprobGap,
+  llamaCpp,
+  llamaCppGreedy,
+  llamaCppLogprobs,
+  loadLlamaCppModel,
+} from './helpers/llamacpp.js';
 import { forwardFor, loadTestModel, testModelFile } from './helpers/models.js';
 import { nativeBackendForTest } from './helpers/native.js';
 import { tempDirectory } from './helpers/temp.js';
@@ -60,13 +65,7 @@ async function worstLogprobGap(
     const vocab = model.config.vocabSize;
     return backends.map((backend) => {
       const logits = prefillLogits(forwardFor(model, Math.ceil(ids.length / 16), 16, backend), ids, ids.length);
-      let worst = 0;
-      for (let i = 0; i < ids.length; i++) {
-        const ours = logSoftmax(logits.subarray(i * vocab, (i + 1) * vocab));
-        assert.equal(theirs[i]!.size, vocab, `llama.cpp gave every token's probability at position ${i}`);
-        for (const [token, logprob] of theirs[i]!) worst = Math.max(worst, Math.abs(ours[token]! - logprob));
-      }
-      return worst;
+      return largestLogprobGap(logits, theirs, vocab);
     });
   } finally {
     await reference.dispose();
@@ -168,12 +167,7 @@ for (const c of CASES) {
       const gaps: number[] = [];
       for (const [name, backend] of BACKENDS) {
         const logits = prefillLogits(forwardFor(model, Math.ceil(ids.length / 16), 16, backend), ids, ids.length);
-        let worst = 0;
-        for (let i = 0; i < ids.length; i++) {
-          const ours = logSoftmax(logits.subarray(i * vocab, (i + 1) * vocab));
-          assert.equal(theirs[i]!.size, vocab, `llama.cpp gave every token's probability at position ${i}`);
-          for (const [token, logprob] of theirs[i]!) worst = Math.max(worst, Math.abs(ours[token]! - logprob));
-        }
+        const worst = largestLogprobGap(logits, theirs, vocab);
         gaps.push(worst);
         assert.ok(worst <= c.tolerance, `${name}: largest logprob difference ${worst} exceeds ${c.tolerance}`);
         // Greedy, by teacher forcing: at each step of llama.cpp's continuation its token must be kvfence's argmax,

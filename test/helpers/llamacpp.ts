@@ -2,7 +2,9 @@
  * llama.cpp, through node-llama-cpp (CPU only, never downloads or builds), as an independent implementation to compare
  * against: prompt token ids and next-token log-probabilities at every position.
  */
+import assert from 'node:assert/strict';
 import { getLlama, type Llama, LlamaLogLevel, type LlamaModel, type Token } from 'node-llama-cpp';
+import { logSoftmax } from '../../src/engine/sampler.js';
 
 let llamaPromise: Promise<Llama> | undefined;
 
@@ -78,4 +80,18 @@ export async function llamaCppGreedy(
 /** node-llama-cpp brands token ids; ours are plain numbers from the same vocabulary. */
 function asTokens(ids: readonly number[]): Token[] {
   return ids as Token[];
+}
+
+/**
+ * The largest |log p| difference between our logits (position-major, `vocab` a position) and llama.cpp's log
+ * probabilities, over every position and every token; llama.cpp must have given every token's probability.
+ */
+export function largestLogprobGap(logits: Float32Array, theirs: readonly Map<number, number>[], vocab: number): number {
+  let worst = 0;
+  theirs.forEach((position, i) => {
+    const ours = logSoftmax(logits.subarray(i * vocab, (i + 1) * vocab));
+    assert.equal(position.size, vocab, `llama.cpp gave every token's probability at position ${i}`);
+    for (const [token, logprob] of position) worst = Math.max(worst, Math.abs(ours[token]! - logprob));
+  });
+  return worst;
 }
