@@ -19,6 +19,8 @@
  *   attack faster than miss                      → finding prompt_cache_shared_across_tenants
  *   else hit faster than miss, attack slower than hit → pass: the server caches within a tenant only
  *   else hit faster than miss, attack in between      → cannot certify (partly shared?)
+ *   else a hint of a speed-up (hit or attack faster than miss at p ≤ HINT_P, short of the corrected level)
+ *        → cannot certify: a real cache whose saving the noise half hides must not pass as "no cache"
  *   else no difference: if a speed-up of the detectable size (POWER from the measured misses) is at most the
  *        expected saving → pass: no cache detected; otherwise the noise is too high → cannot certify.
  * Under the null hypothesis (no sharing) attack and miss requests are exchangeable (same tenant, same length, fresh
@@ -34,6 +36,8 @@ import { measurePromptSize } from './prompt-size.js';
 import type { CachePairTiming, CachePairVerdict, PromptCacheTiming } from './timing-data.js';
 
 export const FAMILY_ALPHA = 1e-6;
+/** Below this (uncorrected) a faster hit or attack is a hint of a cache: never certified as "no cache". */
+const HINT_P = 1e-3;
 export const POWER = 0.9;
 const TARGET_SAVING_MS = 80;
 const SAVING_MAX_MS = 2000;
@@ -285,6 +289,7 @@ function decide(
   let verdict: CachePairVerdict;
   if (pAttackFaster <= alpha) verdict = 'shared';
   else if (pHitFaster <= alpha) verdict = pHitFasterThanAttack <= alpha ? 'within_tenant' : 'cannot_certify';
+  else if (pHitFaster <= HINT_P || pAttackFaster <= HINT_P) verdict = 'cannot_certify';
   else verdict = detectableMs <= expectedSavingMs ? 'no_cache' : 'cannot_certify';
   return {
     victim,
@@ -312,7 +317,9 @@ function pairNote(pair: CachePairTiming, s: { miss: number[]; hit: number[]; att
     cannot_certify:
       pair.pHitFaster <= alpha
         ? 'cannot certify: attack times fall between hits and misses'
-        : `cannot certify: timing noise too high (detectable saving ${fmt(pair.detectableMs)} ms > what a hit saves)`,
+        : pair.pHitFaster <= HINT_P || pair.pAttackFaster <= HINT_P
+          ? 'cannot certify: timing noise too high to tell a hinted speed-up from none'
+          : `cannot certify: timing noise too high (detectable saving ${fmt(pair.detectableMs)} ms > what a hit saves)`,
   }[pair.verdict];
   return `${head}: ${tail}`;
 }
