@@ -192,7 +192,7 @@ async function childMain(): Promise<void> {
           deadlineMs: 600_000,
           idleTimeoutMs: 10_000,
         });
-        await sender.send(sourceFor(ticket.pageCount, ticket.pageBytes), { id: 1, logprob: -1, top: [] });
+        await sender.send(sourceFor(ticket.pageCount, ticket.pageBytes), [{ id: 1, logprob: -1, top: [] }]);
         process.send?.('ok');
       } catch (error) {
         process.send?.(`error: ${String(error)}`);

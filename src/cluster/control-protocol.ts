@@ -16,6 +16,8 @@
  *                                                    finishes what it holds, then the gateway closes the connection
  */
 import type {
+  ChoiceEnd,
+  FinishReason,
   GeneratedToken,
   GenerationEnd,
   GenerationRequest,
@@ -80,7 +82,8 @@ export type ControlMessage =
   | { type: 'prefill'; request: GenerationRequest; ticket: TransferTicket; decodeAddress: string }
   | { type: 'prefilled'; request: string }
   | { type: 'cancel'; request: string }
-  | { type: 'token'; request: string; token: GeneratedToken }
+  /** `choice`: which of the request's n answers (absent: 0) */
+  | { type: 'token'; request: string; token: GeneratedToken; choice?: number }
   | { type: 'end'; request: string; end: EndWire }
   | { type: 'stats'; id: number; stats?: PoolStats }
   /** the dashboard's page map: asked with `id` alone, answered with the same `id` and the report */
@@ -141,7 +144,12 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     case 'cancel':
       return { type, request: id(m['request'], 'request') };
     case 'token':
-      return { type, request: id(m['request'], 'request'), token: token(m['token']) };
+      return {
+        type,
+        request: id(m['request'], 'request'),
+        token: token(m['token']),
+        ...(m['choice'] !== undefined ? { choice: int(m['choice'], 'choice', 0, LIMITS.choicesMax - 1) } : {}),
+      };
     case 'end':
       return { type, request: id(m['request'], 'request'), end: end(m['end']) };
     case 'stats':
@@ -240,6 +248,7 @@ function request(value: unknown): GenerationRequest {
     topLogprobs: int(r['topLogprobs'], 'topLogprobs', 0, LIMITS.topLogprobsMax),
     tenantKvPagesMax: int(r['tenantKvPagesMax'], 'tenantKvPagesMax', 1, LIMITS.kvPagesMax),
     ...(constraint !== undefined ? { constraint: outputConstraint(constraint) } : {}),
+    ...(r['choices'] !== undefined ? { choices: int(r['choices'], 'choices', 1, LIMITS.choicesMax) } : {}),
   };
 }
 
@@ -323,13 +332,14 @@ function end(value: unknown): EndWire {
   const e = obj(value, 'end');
   const kind = str(e['kind'], 'end kind');
   if (kind === 'finished') {
-    const reason = str(e['reason'], 'reason');
-    if (reason !== 'stop' && reason !== 'length') bad('reason', `is ${reason}`);
+    const reason = finishReason(e['reason']);
+    const choices = e['choices'];
     return {
       kind,
       reason,
       promptTokens: int(e['promptTokens'], 'promptTokens', 0, LIMITS.contextTokensMax),
       completionTokens: int(e['completionTokens'], 'completionTokens', 0, LIMITS.contextTokensMax),
+      ...(choices !== undefined ? { choices: arr(choices, 'choices', LIMITS.choicesMax).map(choiceEnd) } : {}),
     };
   }
   if (kind !== 'failed') bad('end kind', `is ${kind}`);
@@ -337,6 +347,20 @@ function end(value: unknown): EndWire {
   if (!isErrorCode(code)) bad('code', `is ${code}`);
   const message = str(e['message'], 'message').slice(0, 4096);
   return { kind, code, message, ...(e['param'] !== undefined ? { param: str(e['param'], 'param') } : {}) };
+}
+
+function finishReason(value: unknown): FinishReason {
+  const reason = str(value, 'reason');
+  if (reason !== 'stop' && reason !== 'length') bad('reason', `is ${reason}`);
+  return reason;
+}
+
+function choiceEnd(value: unknown): ChoiceEnd {
+  const c = obj(value, 'choice end');
+  return {
+    reason: finishReason(c['reason']),
+    completionTokens: int(c['completionTokens'], 'completionTokens', 0, LIMITS.contextTokensMax),
+  };
 }
 
 function stats(value: unknown): PoolStats {

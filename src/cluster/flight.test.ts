@@ -46,10 +46,14 @@ function summary(action: FlightAction): string {
 test('the happy path: reserving → transferring → streaming → ended', () => {
   const start = nextAction(RESERVING, { kind: 'reserved', ticket: TICKET });
   assert.deepEqual(start, { kind: 'start_prefill', ticket: TICKET });
-  const early = nextAction(TRANSFERRING, { kind: 'token', token: TOKEN });
-  assert.deepEqual(early, { kind: 'deliver', token: TOKEN }, 'a token may arrive before the prefilled ack');
+  const early = nextAction(TRANSFERRING, { kind: 'token', token: TOKEN, choice: 1 });
+  assert.deepEqual(early, { kind: 'deliver', token: TOKEN, choice: 1 }, 'a token may arrive before the prefilled ack');
   assert.deepEqual(nextAction(TRANSFERRING, { kind: 'prefilled' }), { kind: 'move', to: STREAMING });
-  assert.deepEqual(nextAction(STREAMING, { kind: 'token', token: TOKEN }), { kind: 'deliver', token: TOKEN });
+  assert.deepEqual(nextAction(STREAMING, { kind: 'token', token: TOKEN, choice: 1 }), {
+    kind: 'deliver',
+    token: TOKEN,
+    choice: 1,
+  });
   const end = nextAction(STREAMING, { kind: 'decode_end', end: FINISHED });
   assert.deepEqual(end, { kind: 'end', end: FINISHED });
 });
@@ -69,7 +73,11 @@ test("decode's transfer failure waits for the prefill: its own error wins, else 
 test("prefill's transfer failure waits for the decode: worker_unavailable wins; tokens still flow meanwhile", () => {
   const hold = nextAction(TRANSFERRING, { kind: 'prefill_end', end: TRANSFER_FAILED });
   assert.deepEqual(hold, { kind: 'hold', to: HELD_FOR_DECODE });
-  assert.deepEqual(nextAction(HELD_FOR_DECODE, { kind: 'token', token: TOKEN }), { kind: 'deliver', token: TOKEN });
+  assert.deepEqual(nextAction(HELD_FOR_DECODE, { kind: 'token', token: TOKEN, choice: 1 }), {
+    kind: 'deliver',
+    token: TOKEN,
+    choice: 1,
+  });
   const lost = failed('worker_unavailable');
   const better = nextAction(HELD_FOR_DECODE, { kind: 'decode_end', end: lost });
   assert.equal(better.kind === 'end' && better.end, lost);
@@ -78,12 +86,12 @@ test("prefill's transfer failure waits for the decode: worker_unavailable wins; 
 });
 
 test('an unexpected event ends the flight as internal_error; events after the end do nothing', () => {
-  const early = nextAction(RESERVING, { kind: 'token', token: TOKEN });
+  const early = nextAction(RESERVING, { kind: 'token', token: TOKEN, choice: 1 });
   assert.equal(summary(early), 'end:internal_error');
   assert.match(early.kind === 'end' && early.end.kind === 'failed' ? early.end.error.message : '', /unexpected token/);
   assert.equal(summary(nextAction(STREAMING, { kind: 'prefilled' })), 'end:internal_error');
   for (const event of [
-    { kind: 'token', token: TOKEN },
+    { kind: 'token', token: TOKEN, choice: 1 },
     { kind: 'decode_end', end: FINISHED },
   ] as const) {
     assert.deepEqual(nextAction(ENDED, event), { kind: 'move', to: ENDED });
@@ -92,7 +100,7 @@ test('an unexpected event ends the flight as internal_error; events after the en
 
 const EVENTS: readonly (readonly [string, FlightEvent])[] = [
   ['reserved', { kind: 'reserved', ticket: TICKET }],
-  ['token', { kind: 'token', token: TOKEN }],
+  ['token', { kind: 'token', token: TOKEN, choice: 1 }],
   ['prefilled', { kind: 'prefilled' }],
   ['decode finished', { kind: 'decode_end', end: FINISHED }],
   ['decode transfer', { kind: 'decode_end', end: TRANSFER_FAILED }],

@@ -23,7 +23,7 @@ export type FlightState =
 
 export type FlightEvent =
   | { readonly kind: 'reserved'; readonly ticket: TransferTicket }
-  | { readonly kind: 'token'; readonly token: GeneratedToken }
+  | { readonly kind: 'token'; readonly token: GeneratedToken; readonly choice: number }
   | { readonly kind: 'prefilled' }
   | { readonly kind: 'decode_end'; readonly end: GenerationEnd }
   | { readonly kind: 'prefill_end'; readonly end: GenerationEnd }
@@ -32,7 +32,7 @@ export type FlightEvent =
 /** What the dispatcher does for an event: move on, deliver a token, or end the flight with one ending. */
 export type FlightAction =
   | { readonly kind: 'start_prefill'; readonly ticket: TransferTicket }
-  | { readonly kind: 'deliver'; readonly token: GeneratedToken }
+  | { readonly kind: 'deliver'; readonly token: GeneratedToken; readonly choice: number }
   | { readonly kind: 'move'; readonly to: FlightState }
   | { readonly kind: 'hold'; readonly to: Extract<FlightState, { name: 'held' }> }
   | { readonly kind: 'end'; readonly end: GenerationEnd };
@@ -49,7 +49,7 @@ export function nextAction(state: FlightState, event: FlightEvent): FlightAction
     case 'transferring':
       switch (event.kind) {
         case 'token':
-          return { kind: 'deliver', token: event.token };
+          return { kind: 'deliver', token: event.token, choice: event.choice };
         case 'prefilled':
           return { kind: 'move', to: { name: 'streaming' } };
         case 'prefill_end':
@@ -65,7 +65,7 @@ export function nextAction(state: FlightState, event: FlightEvent): FlightAction
           return unexpected(event);
       }
     case 'streaming':
-      if (event.kind === 'token') return { kind: 'deliver', token: event.token };
+      if (event.kind === 'token') return { kind: 'deliver', token: event.token, choice: event.choice };
       if (event.kind === 'decode_end') return { kind: 'end', end: event.end };
       return unexpected(event);
     case 'held':
@@ -84,7 +84,7 @@ function heldAction(held: Extract<FlightState, { name: 'held' }>, event: FlightE
     if (event.kind === 'prefilled') return { kind: 'end', end: held.end };
     return unexpected(event);
   }
-  if (event.kind === 'token') return { kind: 'deliver', token: event.token };
+  if (event.kind === 'token') return { kind: 'deliver', token: event.token, choice: event.choice };
   if (event.kind === 'decode_end') return { kind: 'end', end: better(event.end) };
   return unexpected(event);
 }

@@ -351,7 +351,7 @@ export class RemoteDispatcher implements InferenceWorker {
       case 'reserved':
         return fromDecode ? { kind: 'reserved', ticket: message.ticket } : undefined;
       case 'token':
-        return fromDecode ? { kind: 'token', token: message.token } : undefined;
+        return fromDecode ? { kind: 'token', token: message.token, choice: message.choice ?? 0 } : undefined;
       case 'prefilled':
         return fromPrefill ? { kind: 'prefilled' } : undefined;
       case 'end': {
@@ -371,7 +371,7 @@ export class RemoteDispatcher implements InferenceWorker {
         this.startPrefill(flight, action.ticket);
         return;
       case 'deliver':
-        flight.sink.onToken(action.token);
+        flight.sink.onToken(action.token, action.choice);
         return;
       case 'move':
         flight.state = action.to;

@@ -88,7 +88,7 @@ export async function startDecodeService(
       const link = (id: string): DecodeRequestLink => ({
         origin: conn,
         reserved: (ticket) => conn.send({ type: 'reserved', request: id, ticket }),
-        token: (token) => conn.send({ type: 'token', request: id, token }),
+        token: (token, choice) => conn.send({ type: 'token', request: id, token, ...(choice > 0 ? { choice } : {}) }),
         end: (end) => conn.send({ type: 'end', request: id, end: endToWire(end) }),
       });
       return {

@@ -16,6 +16,8 @@ import type { PoolStats } from '../cluster/control-protocol.js';
 import { poolStats } from '../cluster/pool-stats.js';
 import { checkFits, pickAdmissions, validateRequest } from '../engine/admission.js';
 import type { BatchRunner } from '../engine/batch-runner.js';
+import { choiceRequest, pagesOfRequest, requestPages } from '../engine/choice-group.js';
+import type { GenerationSink } from '../engine/inference-worker.js';
 import { poolRoom } from '../engine/page-grant.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import type { SequenceSampler } from '../engine/sequence-sampler.js';
@@ -36,7 +38,8 @@ export interface DecodeRequestLink {
   /** the connection the request came by: `cancelAll(origin)` when it closes */
   readonly origin: object;
   reserved(ticket: TransferTicket): void;
-  token(token: GeneratedToken): void;
+  /** `choice`: which of the request's n answers (0 when n = 1) */
+  token(token: GeneratedToken, choice: number): void;
   end(end: GenerationEnd): void;
 }
 
@@ -62,16 +65,20 @@ type DecodeState =
       readonly name: 'transferring';
       readonly transfer: TransferReservation;
       readonly extra: PageReservation;
+      /** n > 1: the other choices' own pages (choice-group.ts) */
+      readonly siblings: PageReservation[];
       readonly handle: TransferHandle;
     }
   | { readonly name: 'decoding' };
 
 interface Held {
   readonly request: GenerationRequest;
-  /** built at reserve (a bad option or schema is refused before any page), fed the first token at COMMIT */
-  readonly sampler: SequenceSampler;
+  /** one per choice, built at reserve (a bad option or schema is refused before any page), fed its first token at COMMIT */
+  readonly samplers: SequenceSampler[];
   readonly link: DecodeRequestLink;
   readonly pagesNeeded: number;
+  /** batch slots: one per choice */
+  readonly slots: number;
   readonly tenant: string;
   readonly tenantPagesMax: number;
   state: DecodeState;
@@ -92,15 +99,23 @@ export class DecodeWorker {
   /** Step 1: queue the request for its pages; its ticket (or its failure) goes to `link`. */
   reserve(request: GenerationRequest, link: DecodeRequestLink): void {
     let pagesNeeded: number;
-    let sampler: SequenceSampler;
+    let samplers: SequenceSampler[];
     try {
       if (this.closed) throw new KvfenceError('worker_unavailable', 'the decode worker is shutting down');
       validateRequest(request, this.options); // I2 again (defence in depth): the same 400 the gateway gives
       // ids are made by the gateway and unique; a duplicate is refused, never merged (DESIGN §6)
       if (this.held.has(request.id))
         throw new KvfenceError('invalid_argument', `request id ${request.id} is already in use here`);
-      sampler = this.options.runner.engine.samplerFor(request);
-      pagesNeeded = pagesForTokens(this.options.pool.layout, request.promptTokens.length + request.maxTokens);
+      const { engine } = this.options.runner;
+      const choices = request.choices ?? 1;
+      if (choices > this.options.runningMax)
+        throw new KvfenceError(
+          'invalid_request_error',
+          `n above this worker's batch (${this.options.runningMax})`,
+          'n',
+        );
+      samplers = Array.from({ length: choices }, (_, c) => engine.samplerFor(choiceRequest(request, c)));
+      pagesNeeded = pagesOfRequest(request, this.options.pool.layout.pageSize);
       checkFits(pagesNeeded, this.options.pool.pageCount, request.tenantKvPagesMax, 'decode');
       if (this.queue.length >= this.options.waitingMax)
         throw new KvfenceError(
@@ -113,9 +128,10 @@ export class DecodeWorker {
     }
     const h: Held = {
       request,
-      sampler,
+      samplers,
       link,
       pagesNeeded,
+      slots: samplers.length,
       tenant: request.tenant,
       tenantPagesMax: request.tenantKvPagesMax,
       state: { name: 'queued', timer: setTimeout(() => this.expire(h), this.options.queueTimeoutMs) },
@@ -181,7 +197,8 @@ export class DecodeWorker {
   private admit(): void {
     if (this.closed || this.queue.length === 0) return;
     const { pool } = this.options;
-    const running = this.options.runner.engine.stats().running + this.transferring;
+    let running = this.options.runner.engine.stats().running;
+    for (const h of this.held.values()) if (h.state.name === 'transferring') running += h.slots;
     const room = poolRoom(pool, undefined, running, this.options.runningMax); // decode keeps no prefix cache
     for (const h of pickAdmissions(this.queue, room)) {
       this.queue.splice(this.queue.indexOf(h), 1);
@@ -197,8 +214,17 @@ export class DecodeWorker {
     const owner = { tenant: request.tenant, request: request.id };
     const transfer = reserveTransferSink(pool, owner, request.promptTokens.length);
     assert(transfer !== undefined, 'admission checked the free pages');
-    const extra = pool.reserve(owner, h.pagesNeeded - transfer.sink.pageCount);
-    assert(extra !== undefined, 'admission checked the free pages');
+    const { pageSize } = pool.layout;
+    const prompt = request.promptTokens.length;
+    const reserve = (count: number) => {
+      const r = pool.reserve(owner, count);
+      assert(r !== undefined, 'admission checked the free pages');
+      return r;
+    };
+    // one choice's pages (prompt + maxTokens) as for any request, then each other choice's own tail
+    const extra = reserve(pagesForTokens(pool.layout, prompt + request.maxTokens) - transfer.sink.pageCount);
+    const tail = requestPages(pageSize, prompt, request.maxTokens, 1) - Math.floor(prompt / pageSize);
+    const siblings = Array.from({ length: (request.choices ?? 1) - 1 }, () => reserve(tail));
     let handle: TransferHandle;
     try {
       handle = this.options.receiver.expect({
@@ -211,13 +237,12 @@ export class DecodeWorker {
         deadlineMs: this.options.transferDeadlineMs,
       });
     } catch (error) {
-      pool.release(transfer.reservation);
-      pool.release(extra);
+      for (const r of [transfer.reservation, extra, ...siblings]) pool.release(r);
       this.forget(h);
       h.link.end({ kind: 'failed', error: asKvfenceError(error) });
       return;
     }
-    this.moveTo(h, { name: 'transferring', transfer, extra, handle });
+    this.moveTo(h, { name: 'transferring', transfer, extra, siblings, handle });
     void handle.outcome.then((outcome) => this.onOutcome(h, outcome));
     h.link.reserved(handle.ticket);
   }
@@ -236,10 +261,27 @@ export class DecodeWorker {
       return;
     }
     const { request } = h;
-    const first = outcome.firstToken;
+    if (outcome.firstTokens.length !== h.samplers.length) {
+      const error = new KvfenceError(
+        'kv_transfer_failed',
+        `the COMMIT carries ${outcome.firstTokens.length} first tokens for ${h.samplers.length} choices`,
+      );
+      this.endNow(h, { kind: 'failed', error });
+      return;
+    }
+    if (h.samplers.length > 1) {
+      const firsts = outcome.firstTokens.map((f) => ({
+        id: f.id,
+        logprob: f.logprob,
+        top: f.top.map((t) => ({ ...t })),
+      }));
+      this.startChoices(h, state, firsts);
+      return;
+    }
+    const first = outcome.firstTokens[0]!;
     // the prefill drew it with its own copy of this sampler: replaying it checks it could have been drawn here, and
     // brings the draws, the penalties' history and the grammar to where a colocated run would have them
-    const choice = h.sampler.replay(first.id);
+    const choice = h.samplers[0]!.replay(first.id);
     if (choice.kind === 'failed') {
       this.endNow(h, { kind: 'failed', error: choice.error });
       return;
@@ -249,7 +291,7 @@ export class DecodeWorker {
       this.endNow(h, { kind: 'finished', reason: 'stop', promptTokens: prompt, completionTokens: 0 });
       return;
     }
-    h.link.token({ id: first.id, logprob: first.logprob, top: first.top.map((t) => ({ ...t })) });
+    h.link.token({ id: first.id, logprob: first.logprob, top: first.top.map((t) => ({ ...t })) }, 0);
     if (choice.finished || request.maxTokens === 1) {
       const reason = choice.finished ? 'stop' : 'length';
       this.endNow(h, { kind: 'finished', reason, promptTokens: prompt, completionTokens: 1 });
@@ -267,24 +309,55 @@ export class DecodeWorker {
       reservation: state.transfer.reservation,
       extraReservation: state.extra,
       first,
-      sampler: h.sampler,
-    };
-    const sink = {
-      onToken: (token: GeneratedToken) => h.link.token(token),
-      onEnd: (end: GenerationEnd) => {
-        this.forget(h);
-        h.link.end(end);
-        queueMicrotask(() => this.admit());
-      },
+      sampler: h.samplers[0]!,
     };
     try {
-      this.options.runner.adopt(adoption, sink);
+      this.options.runner.adopt(adoption, this.sinkOf(h));
     } catch (error) {
       // not adopted (the runner holds nothing of it): the pages are still this state's to release
       this.endNow(h, { kind: 'failed', error: asKvfenceError(error) });
       return;
     }
     this.moveTo(h, { name: 'decoding' });
+  }
+
+  /**
+   * n > 1: the choices join the batch together, forking from the committed table (each replays its first token: the
+   * engine emits those, and ends a choice that ends at it). The runner owns every page then.
+   */
+  private startChoices(
+    h: Held,
+    state: Extract<DecodeState, { name: 'transferring' }>,
+    firsts: readonly GeneratedToken[],
+  ): void {
+    const adoption = {
+      request: h.request,
+      table: this.options.pool.acquire(state.extra, state.transfer.table),
+      reservation: state.transfer.reservation,
+      extraReservation: state.extra,
+      siblingTails: state.siblings,
+      firsts,
+      samplers: h.samplers,
+    };
+    try {
+      this.options.runner.adoptChoices(adoption, this.sinkOf(h));
+    } catch (error) {
+      this.endNow(h, { kind: 'failed', error: asKvfenceError(error) }); // not adopted: the pages are still ours
+      return;
+    }
+    if (this.held.get(h.request.id) === h) this.moveTo(h, { name: 'decoding' }); // unless every choice ended at once
+  }
+
+  /** Where the runner sends a decoding request's tokens and its one ending. */
+  private sinkOf(h: Held): GenerationSink {
+    return {
+      onToken: (token, choice) => h.link.token(token, choice),
+      onEnd: (end) => {
+        this.forget(h);
+        h.link.end(end);
+        queueMicrotask(() => this.admit());
+      },
+    };
   }
 
   /** Ends a request that the runner does not hold: its pages back, its one ending out, the queue moves. */
@@ -307,8 +380,7 @@ export class DecodeWorker {
       }
       case 'transferring':
         state.handle.cancel('cancelled'); // scrubs the prompt pages (no effect once terminal)
-        this.options.pool.release(state.transfer.reservation);
-        this.options.pool.release(state.extra);
+        for (const r of [state.transfer.reservation, state.extra, ...state.siblings]) this.options.pool.release(r);
         break;
       case 'decoding':
         this.options.runner.cancel(h.request.id); // the engine releases both reservations

@@ -92,6 +92,8 @@ export interface AdmissionCandidate {
   readonly pagesNeeded: number;
   /** its tenant's page quota on this pool */
   readonly tenantPagesMax: number;
+  /** running-batch slots it takes when admitted (its n choices; absent means 1) */
+  readonly slots?: number;
 }
 
 /** The pool and batch as admission sees them now. */
@@ -111,8 +113,10 @@ export function pickAdmissions<T extends AdmissionCandidate>(waiting: readonly T
   const waitingTenants = new Set<string>();
   const added = new Map<string, number>();
   let free = room.freePages;
+  let running = room.running;
   for (const candidate of waiting) {
-    if (room.running + admitted.length >= room.runningMax) break;
+    const slots = candidate.slots ?? 1;
+    if (running + slots > room.runningMax) break;
     const { tenant, pagesNeeded } = candidate;
     if (waitingTenants.has(tenant)) continue;
     const held = room.pagesOfTenant(tenant) + (added.get(tenant) ?? 0);
@@ -122,6 +126,7 @@ export function pickAdmissions<T extends AdmissionCandidate>(waiting: readonly T
     }
     if (pagesNeeded > free) break;
     free -= pagesNeeded;
+    running += slots;
     added.set(tenant, (added.get(tenant) ?? 0) + pagesNeeded);
     admitted.push(candidate);
   }

@@ -6,7 +6,7 @@
  */
 import { errorMessage, type KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
-import type { Engine, TransferredSequence } from './engine.js';
+import type { Engine, TransferredChoices, TransferredSequence } from './engine.js';
 import type { GenerationSink } from './inference-worker.js';
 import type { EngineEvent, GenerationRequest, IsolationIncident } from './request.js';
 import { StepLoop } from './step-loop.js';
@@ -44,6 +44,14 @@ export class BatchRunner {
     this.loop.kick();
   }
 
+  /** An n > 1 request whose prompt KV arrived joins the batch as its choices (see Engine.adoptChoices). */
+  adoptChoices(adoption: TransferredChoices, sink: GenerationSink): void {
+    const events = this.engine.adoptChoices(adoption, this.options.now());
+    this.sinks.set(adoption.request.id, sink);
+    this.deliver(events);
+    this.loop.kick();
+  }
+
   /** Its pages are scrubbed and free before this returns; its sink hears nothing more. */
   cancel(requestId: string): void {
     this.sinks.delete(requestId);
@@ -77,7 +85,7 @@ export class BatchRunner {
           break;
         case 'token': {
           const sink = this.sinks.get(event.request);
-          if (sink !== undefined) this.call(event.request, () => sink.onToken(event.token));
+          if (sink !== undefined) this.call(event.request, () => sink.onToken(event.token, event.choice));
           break;
         }
         case 'end': {

@@ -12,13 +12,14 @@ import type { PrefixCache } from '../kv/prefix-cache.js';
 import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { checkFits, pickAdmissions, validateRequest } from './admission.js';
+import { ChoiceGroup, choiceRequest, pagesOfRequest } from './choice-group.js';
 import { type EngineConfig, validateEngineConfig } from './engine-config.js';
 import { grantPages, poolRoom } from './page-grant.js';
-import type { EngineEvent, GenerationRequest } from './request.js';
+import type { EngineEvent, GeneratedToken, GenerationRequest } from './request.js';
 import { SamplingScratch } from './sampler.js';
 import { planStep } from './scheduler.js';
 import { Sequence } from './sequence.js';
-import { type SamplingEnv, SequenceSampler, samplingEnv } from './sequence-sampler.js';
+import { type SamplingEnv, SequenceSampler, samplingEnv, type TokenChoice } from './sequence-sampler.js';
 import { describeToken } from './token-logprobs.js';
 
 export interface EngineStats {
@@ -37,6 +38,25 @@ export interface EngineStats {
 export interface EngineOptions {
   /** the tenant-scoped prefix cache over the forward pass's pool (none: every prompt is computed in full) */
   prefixCache?: PrefixCache;
+}
+
+/**
+ * What a decode worker hands the engine for an n > 1 request once its transfer committed (`Engine.adoptChoices`): the
+ * table as for one choice (prompt + the leader's pages for generated tokens), the other choices' tails, a first token
+ * and a fresh sampler per choice.
+ */
+export interface TransferredChoices {
+  request: GenerationRequest;
+  table: PageTable;
+  /** the transferred prompt pages: the choices' shared head, released with the last choice */
+  reservation: PageReservation;
+  /** the leader's pages for generated tokens */
+  extraReservation: PageReservation;
+  /** choices 1..n-1's own pages */
+  siblingTails: PageReservation[];
+  /** choice i's first token, drawn by the prefill worker with its copy of `samplers[i]` */
+  firsts: readonly GeneratedToken[];
+  samplers: SequenceSampler[];
 }
 
 /** What a decode worker hands the engine once a transfer committed (see `Engine.adoptTransferred`). */
@@ -87,8 +107,13 @@ export class Engine {
   submit(request: GenerationRequest, nowMs: number): void {
     validateRequest(request, this.config); // defence in depth (I2): the gateway checked this already
     assert(!this.find(request.id), `request id ${request.id} is already in use`);
+    const choices = request.choices ?? 1;
+    if (!Number.isInteger(choices) || choices < 1 || choices > this.config.runningMax) {
+      const most = this.config.runningMax;
+      throw new KvfenceError('invalid_request_error', `n must be an integer from 1 to ${most} (the batch) here`, 'n');
+    }
     const sampler = this.samplerFor(request);
-    const pagesNeeded = pagesForTokens(this.pool.layout, request.promptTokens.length + request.maxTokens);
+    const pagesNeeded = pagesOfRequest(request, this.pool.layout.pageSize);
     checkFits(pagesNeeded, this.pool.pageCount, request.tenantKvPagesMax, 'KV');
     if (this.waiting.length >= this.config.waitingMax) {
       throw new KvfenceError(
@@ -96,7 +121,12 @@ export class Engine {
         `the waiting queue is full (${this.config.waitingMax} requests); retry later`,
       );
     }
-    this.waiting.push(new Sequence(request, pagesNeeded, nowMs + this.config.queueTimeoutMs, sampler));
+    const seq = new Sequence(request, pagesNeeded, nowMs + this.config.queueTimeoutMs, sampler);
+    if (choices > 1) {
+      seq.group = ChoiceGroup.of(request, this.pool.layout.pageSize);
+      for (let c = 1; c < choices; c++) seq.group.samplers.push(this.samplerFor(choiceRequest(request, c)));
+    }
+    this.waiting.push(seq);
     this.countRequest(request.tenant, +1);
   }
 
@@ -116,6 +146,7 @@ export class Engine {
       request.maxTokens > 1 && sampler.generated === 1 && sampler.request === request,
       'a request that ends at its first token is not adopted; its sampler has replayed the first token',
     );
+    assert((request.choices ?? 1) === 1, 'a transferred request has one choice');
     if (this.running.length >= this.config.runningMax) {
       throw new KvfenceError('server_overloaded', `the running batch is full (${this.config.runningMax} sequences)`);
     }
@@ -130,6 +161,42 @@ export class Engine {
     this.countRequest(request.tenant, +1);
   }
 
+  /**
+   * The n > 1 counterpart of `adoptTransferred`: the choices fork from the transferred table at once (choice-group.ts)
+   * and each replays its first token. Returns the events of those first tokens (and of choices that end at them), for
+   * the caller to deliver; throws (nothing taken over) when the batch has no room for every choice.
+   */
+  adoptChoices(adoption: TransferredChoices, nowMs: number): EngineEvent[] {
+    const { request, table, reservation, extraReservation, siblingTails, firsts, samplers } = adoption;
+    const choices = request.choices ?? 1;
+    assert(!this.find(request.id), `request id ${request.id} is already in use`);
+    assert(table.writtenTokens === request.promptTokens.length, 'the transferred table holds exactly the prompt');
+    assert(
+      choices >= 2 && firsts.length === choices && samplers.length === choices && siblingTails.length === choices - 1,
+      'a first token, a sampler and (but for the leader) a tail per choice',
+    );
+    if (this.runningSlots() + choices > this.config.runningMax) {
+      throw new KvfenceError('server_overloaded', `the running batch is full (${this.config.runningMax} sequences)`);
+    }
+    const group = ChoiceGroup.of(request, this.pool.layout.pageSize);
+    group.head = reservation;
+    group.siblingTails = [...siblingTails];
+    group.samplers.push(...samplers.slice(1));
+    const leader = new Sequence(request, 0, nowMs, samplers[0]!);
+    leader.group = group;
+    leader.extraReservation = extraReservation;
+    leader.table = table;
+    leader.state = 'prefilling';
+    this.running.push(leader);
+    this.countRequest(request.tenant, +1);
+    const events: EngineEvent[] = [];
+    for (const seq of this.forkOrFail(leader, nowMs, events)) {
+      const first = firsts[seq.choice]!;
+      if (this.isQueued(seq)) this.take(seq, seq.sampler.replay(first.id), () => first, events);
+    }
+    return events;
+  }
+
   /** A request's token picker; throws a 400 KvfenceError for an option or response format it cannot follow. */
   samplerFor(request: GenerationRequest): SequenceSampler {
     return new SequenceSampler(request, this.sampling);
@@ -139,7 +206,7 @@ export class Engine {
   cancel(requestId: string): boolean {
     const seq = this.find(requestId);
     if (seq === undefined) return false;
-    this.remove(seq);
+    for (const member of this.membersOf(seq)) this.remove(member);
     return true;
   }
 
@@ -158,15 +225,20 @@ export class Engine {
       const bug = error instanceof Error ? error : new Error(errorMessage(error));
       events.push({ kind: 'bug', error: bug });
       for (const { seq } of planned)
-        this.fail(seq, new KvfenceError('internal_error', 'internal error while running the model'), events);
+        if (this.isQueued(seq))
+          this.fail(seq, new KvfenceError('internal_error', 'internal error while running the model'), events);
       return events;
     }
     planned.forEach(({ seq }, i) => {
       const out = outputs[i]!;
+      if (!this.isQueued(seq)) return; // a choice whose request failed earlier in this step
       if (!out.ok) this.failForward(seq, out.error, nowMs, events);
       else if (seq.state === 'prefilling' && seq.table!.writtenTokens < seq.request.promptTokens.length) return;
-      else if (seq.state === 'decoding' || this.publishPrefix(seq, nowMs, events))
-        this.sampleNext(seq, out.logits, events);
+      else if (seq.state === 'decoding') this.sampleNext(seq, out.logits, events);
+      else if (this.publishPrefix(seq, nowMs, events)) {
+        if (seq.group === undefined) this.sampleNext(seq, out.logits, events);
+        else this.forkChoices(seq, out.logits, nowMs, events);
+      }
     });
     return events;
   }
@@ -174,7 +246,7 @@ export class Engine {
   /** Fails every request (shutdown); each gets its end event and its pages back. */
   abortAll(error: KvfenceError): EngineEvent[] {
     const events: EngineEvent[] = [];
-    for (const seq of [...this.running, ...this.waiting]) this.fail(seq, error, events);
+    for (const seq of [...this.running, ...this.waiting]) if (this.isQueued(seq)) this.fail(seq, error, events);
     return events;
   }
 
@@ -194,25 +266,32 @@ export class Engine {
 
   /** Ids of a tenant's running requests, oldest first. */
   runningRequestsOf(tenant: string): string[] {
-    return this.running.filter((s) => s.tenant === tenant).map((s) => s.id);
+    return [...new Set(this.running.filter((s) => s.tenant === tenant).map((s) => s.id))];
   }
 
-  /** The page table a running request reads through (tests provoke isolation failures with it). */
-  runningTable(requestId: string): PageTable | undefined {
-    return this.running.find((s) => s.id === requestId)?.table;
+  /** The page table a running request (or one of its n choices) reads through (tests look at it and corrupt it). */
+  runningTable(requestId: string, choice = 0): PageTable | undefined {
+    return this.running.find((s) => s.id === requestId && s.choice === choice)?.table;
   }
 
   private admit(): void {
     if (this.waiting.length === 0) return; // the cache's evictable count below walks its entries
     const cache = this.prefixCache;
-    const room = poolRoom(this.pool, cache, this.running.length, this.config.runningMax);
+    const room = poolRoom(this.pool, cache, this.runningSlots(), this.config.runningMax);
     for (const seq of pickAdmissions(this.waiting, room)) {
       const owner = { tenant: seq.tenant, request: seq.id };
-      const grant = grantPages(this.pool, cache, owner, seq.request.promptTokens, seq.pagesNeeded);
-      seq.reservation = grant.reservation;
-      seq.table = grant.table;
-      seq.prefixKeys = grant.prefixKeys;
-      seq.prefixHits = grant.prefixHits;
+      if (seq.group !== undefined) {
+        const grant = seq.group.grant(this.pool, cache, owner, seq.request.promptTokens);
+        seq.reservation = grant.tail;
+        seq.table = grant.table;
+        seq.prefixKeys = grant.prefixKeys;
+      } else {
+        const grant = grantPages(this.pool, cache, owner, seq.request.promptTokens, seq.pagesNeeded);
+        seq.reservation = grant.reservation;
+        seq.table = grant.table;
+        seq.prefixKeys = grant.prefixKeys;
+        seq.prefixHits = grant.prefixHits;
+      }
       seq.state = 'prefilling';
       this.waiting.splice(this.waiting.indexOf(seq), 1);
       this.running.push(seq);
@@ -231,7 +310,12 @@ export class Engine {
   }
 
   private sampleNext(seq: Sequence, logits: Float32Array, events: EngineEvent[]): void {
-    const choice = seq.sampler.choose(logits, this.scratch);
+    const describe = (id: number) => describeToken(logits, id, seq.request.topLogprobs);
+    this.take(seq, seq.sampler.choose(logits, this.scratch), describe, events);
+  }
+
+  /** Acts on a sequence's next token (drawn here, or replayed from the prefill worker): emit it, end, or feed it next. */
+  private take(seq: Sequence, choice: TokenChoice, describe: (id: number) => GeneratedToken, events: EngineEvent[]) {
     if (choice.kind === 'failed') {
       this.fail(seq, choice.error, events);
       return;
@@ -241,7 +325,7 @@ export class Engine {
       return;
     }
     const { id } = choice;
-    events.push({ kind: 'token', request: seq.id, token: describeToken(logits, id, seq.request.topLogprobs) });
+    events.push({ kind: 'token', request: seq.id, token: describe(id), choice: seq.choice });
     seq.generatedCount++;
     if (choice.finished) {
       this.finish(seq, 'stop', events); // the response format's document is complete
@@ -253,6 +337,38 @@ export class Engine {
     }
     seq.nextInput = id;
     seq.state = 'decoding';
+  }
+
+  /**
+   * The leader of an n > 1 request has its prompt's logits: the other choices fork from it (choice-group.ts), then
+   * each draws its first token from those logits with its own sampler, the leader first.
+   */
+  private forkChoices(leader: Sequence, logits: Float32Array, nowMs: number, events: EngineEvent[]): void {
+    for (const seq of this.forkOrFail(leader, nowMs, events))
+      if (this.isQueued(seq)) this.sampleNext(seq, logits, events);
+  }
+
+  /** The leader and the choices forked from it, running; none (the request failed, an incident) when a check fails. */
+  private forkOrFail(leader: Sequence, nowMs: number, events: EngineEvent[]): Sequence[] {
+    const group = leader.group!;
+    const choices = [leader];
+    try {
+      for (let c = 1; c < group.choices; c++) {
+        const seq = new Sequence(leader.request, group.tailPages, leader.admitDeadlineMs, group.samplers[c - 1]!);
+        seq.choice = c;
+        seq.group = group;
+        seq.reservation = group.siblingTails[c - 1];
+        seq.table = group.fork(this.pool, leader.table!, leader.request.promptTokens.length, c);
+        seq.state = 'prefilling';
+        this.running.push(seq);
+        choices.push(seq);
+      }
+    } catch (error) {
+      if (!(error instanceof KvIsolationError)) throw error;
+      this.failForward(leader, error, nowMs, events); // the whole request, with the choices forked so far
+      return [];
+    }
+    return choices;
   }
 
   /** Caches the prompt's pages once they are computed; false (the request failed) when a page fails its I3 check. */
@@ -290,18 +406,30 @@ export class Engine {
 
   protected finish(seq: Sequence, reason: 'stop' | 'length', events: EngineEvent[]): void {
     this.remove(seq);
-    const end = {
-      kind: 'finished' as const,
-      reason,
-      promptTokens: seq.request.promptTokens.length,
-      completionTokens: seq.generatedCount,
-    };
-    events.push({ kind: 'end', request: seq.id, end });
+    const promptTokens = seq.request.promptTokens.length;
+    const group = seq.group;
+    if (group === undefined) {
+      const end = { kind: 'finished' as const, reason, promptTokens, completionTokens: seq.generatedCount };
+      events.push({ kind: 'end', request: seq.id, end });
+      return;
+    }
+    group.ends[seq.choice] = { reason, completionTokens: seq.generatedCount };
+    if (group.live > 0) return; // the request ends with its last choice (I6: one ending)
+    const choices = group.ends.map((e) => {
+      assert(e !== undefined, 'every choice of a finished request ended');
+      return e;
+    });
+    const completionTokens = choices.reduce((sum, e) => sum + e.completionTokens, 0);
+    events.push({
+      kind: 'end',
+      request: seq.id,
+      end: { kind: 'finished', reason, promptTokens, completionTokens, choices },
+    });
   }
 
   /** A request's one failed ending (I6). Protected, with `finish` and `find`, for the mutation self-test. */
   protected fail(seq: Sequence, error: KvfenceError, events: EngineEvent[]): void {
-    this.remove(seq);
+    for (const member of this.membersOf(seq)) this.remove(member); // a failed choice fails its whole request
     events.push({ kind: 'end', request: seq.id, end: { kind: 'failed', error } });
   }
 
@@ -316,7 +444,32 @@ export class Engine {
     this.prefixCache?.detach(seq.prefixHits);
     seq.prefixHits = [];
     seq.table = undefined;
-    this.countRequest(seq.tenant, -1);
+    if (seq.group === undefined || seq.group.leave(this.pool, this.prefixCache)) this.countRequest(seq.tenant, -1);
+  }
+
+  /** Batch slots taken: a sequence each, and an n > 1 request all n of its choices' before they fork. */
+  private runningSlots(): number {
+    const groups = new Set<ChoiceGroup>();
+    let slots = 0;
+    for (const seq of this.running) {
+      if (seq.group === undefined) slots++;
+      else if (!groups.has(seq.group)) {
+        groups.add(seq.group);
+        slots += seq.group.slotsHeld;
+      }
+    }
+    return slots;
+  }
+
+  /** Still in a queue (not removed by its request's failure earlier in the same step). */
+  private isQueued(seq: Sequence): boolean {
+    return (seq.state === 'waiting' ? this.waiting : this.running).includes(seq);
+  }
+
+  /** The sequence and, for an n > 1 request, its other choices. */
+  private membersOf(seq: Sequence): Sequence[] {
+    if (seq.group === undefined) return [seq];
+    return [...this.running, ...this.waiting].filter((s) => s.group === seq.group);
   }
 
   /** Requests per tenant, for stats: asserted where it changes, so a lost count shows at once. */

@@ -8,7 +8,8 @@ import type { EngineStats } from './engine.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest, IsolationIncident } from './request.js';
 
 export interface GenerationSink {
-  onToken(token: GeneratedToken): void;
+  /** `choice`: which of the request's n answers (0 when n = 1) */
+  onToken(token: GeneratedToken, choice: number): void;
   /** called exactly once per submitted request unless it was cancelled first (I6) */
   onEnd(end: GenerationEnd): void;
 }

@@ -19,6 +19,7 @@ import type { PrefixCache } from '../kv/prefix-cache.js';
 import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { checkFits, pickAdmissions, validateRequest } from './admission.js';
+import { choiceRequest } from './choice-group.js';
 import type { EngineConfig } from './engine-config.js';
 import { grantPages, type PageGrant, poolRoom, releaseGrant } from './page-grant.js';
 import type { GeneratedToken, GenerationRequest, IsolationIncident } from './request.js';
@@ -30,7 +31,8 @@ import { describeToken } from './token-logprobs.js';
 export interface Prefilled {
   request: GenerationRequest;
   table: PageTable;
-  first: GeneratedToken;
+  /** the first token of each choice (one unless the request asks for n > 1), drawn from the same logits */
+  firsts: GeneratedToken[];
   release(): void;
 }
 
@@ -41,8 +43,8 @@ export type PrefillEvent =
 
 interface PrefillSequence {
   readonly request: GenerationRequest;
-  /** the request's own sampler (penalties, stop tokens, grammar): draws the first token */
-  readonly sampler: SequenceSampler;
+  /** the request's own samplers (penalties, stop tokens, grammar), one per choice: each draws its first token */
+  readonly samplers: SequenceSampler[];
   readonly tenant: string;
   readonly pagesNeeded: number;
   readonly tenantPagesMax: number;
@@ -81,7 +83,11 @@ export class PrefillEngine {
   submit(request: GenerationRequest, nowMs: number): void {
     validateRequest(request, this.config); // I2 again, at the prefill worker (defence in depth)
     assert(this.find(request.id) === undefined, `request id ${request.id} is already prefilling`);
-    const sampler = new SequenceSampler(request, this.sampling); // a 400 for options it cannot follow
+    // a 400 for options it cannot follow; choice i draws with seed + i, as the decode worker's samplers replay
+    const samplers = Array.from(
+      { length: request.choices ?? 1 },
+      (_, c) => new SequenceSampler(choiceRequest(request, c), this.sampling),
+    );
     const pagesNeeded = pagesForTokens(this.pool.layout, request.promptTokens.length);
     checkFits(pagesNeeded, this.pool.pageCount, request.tenantKvPagesMax, 'prefill');
     if (this.waiting.length >= this.config.waitingMax) {
@@ -89,7 +95,7 @@ export class PrefillEngine {
     }
     this.waiting.push({
       request,
-      sampler,
+      samplers,
       tenant: request.tenant,
       pagesNeeded,
       tenantPagesMax: request.tenantKvPagesMax,
@@ -185,13 +191,16 @@ export class PrefillEngine {
       this.failForward(seq, error, nowMs, events);
       return;
     }
-    const choice = seq.sampler.choose(logits, this.scratch);
-    if (choice.kind === 'failed') {
-      this.fail(seq, choice.error, events);
-      return;
+    const firsts: GeneratedToken[] = [];
+    for (const sampler of seq.samplers) {
+      const choice = sampler.choose(logits, this.scratch);
+      if (choice.kind === 'failed') {
+        this.fail(seq, choice.error, events);
+        return;
+      }
+      // a stop token travels as a first token too: the decode worker's replay ends that choice with it
+      firsts.push(describeToken(logits, choice.id, seq.request.topLogprobs));
     }
-    // a stop token travels as the first token too: the decode worker's replay ends the request with it
-    const first = describeToken(logits, choice.id, seq.request.topLogprobs);
     this.running.splice(this.running.indexOf(seq), 1);
     let released = false;
     const release = () => {
@@ -199,7 +208,7 @@ export class PrefillEngine {
       released = true;
       releaseGrant(this.pool, this.prefixCache, grant);
     };
-    events.push({ kind: 'prefilled', prefilled: { request: seq.request, table: grant.table, first, release } });
+    events.push({ kind: 'prefilled', prefilled: { request: seq.request, table: grant.table, firsts, release } });
   }
 
   private failForward(seq: PrefillSequence, error: KvfenceError, nowMs: number, events: PrefillEvent[]): void {

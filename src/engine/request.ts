@@ -24,6 +24,8 @@ export interface GenerationRequest {
   tenantKvPagesMax: number;
   /** the output must be this document (response_format, or a forced tool call's arguments) */
   constraint?: OutputConstraint;
+  /** `n`: answers drawn from one prompt, sharing its KV read-only (engine/choice-group.ts); absent means 1 */
+  choices?: number;
 }
 
 export interface TokenLogprob {
@@ -41,8 +43,23 @@ export interface GeneratedToken {
 
 export type FinishReason = 'stop' | 'length';
 
+/** How one of a request's n choices ended. */
+export interface ChoiceEnd {
+  reason: FinishReason;
+  completionTokens: number;
+}
+
 export type GenerationEnd =
-  | { kind: 'finished'; reason: FinishReason; promptTokens: number; completionTokens: number }
+  | {
+      kind: 'finished';
+      /** the last choice's reason (the only one's when n = 1) */
+      reason: FinishReason;
+      promptTokens: number;
+      /** over all choices */
+      completionTokens: number;
+      /** with n > 1: each choice's ending, by index */
+      choices?: ChoiceEnd[];
+    }
   | { kind: 'failed'; error: KvfenceError };
 
 /** An isolation check failed: everything an incident record needs (DESIGN I3). */
@@ -54,7 +71,8 @@ export interface IsolationIncident {
 }
 
 export type EngineEvent =
-  | { kind: 'token'; request: string; token: GeneratedToken }
+  /** `choice`: which of the request's n answers the token belongs to (0 when n = 1) */
+  | { kind: 'token'; request: string; token: GeneratedToken; choice: number }
   | { kind: 'end'; request: string; end: GenerationEnd }
   | { kind: 'incident'; incident: IsolationIncident }
   /** a bug surfaced while running a batch; the batch's requests failed with internal_error */

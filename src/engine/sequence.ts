@@ -10,6 +10,7 @@
 import type { PageReservation } from '../kv/page-pool.js';
 import type { PageTable } from '../kv/page-table.js';
 import type { CachedPage } from '../kv/prefix-cache.js';
+import type { ChoiceGroup } from './choice-group.js';
 import type { GenerationRequest } from './request.js';
 import type { SequenceSampler } from './sequence-sampler.js';
 
@@ -27,6 +28,10 @@ export class Sequence {
   /** the last sampled token, fed to the model in the next step */
   nextInput: number | undefined;
   generatedCount = 0;
+  /** which of the request's n answers this is (0: the leader, which prefills) */
+  choice = 0;
+  /** with n > 1: the pages and endings the request's choices share (choice-group.ts) */
+  group: ChoiceGroup | undefined;
 
   constructor(
     readonly request: GenerationRequest,
@@ -48,6 +53,11 @@ export class Sequence {
 
   get tenantPagesMax(): number {
     return this.request.tenantKvPagesMax;
+  }
+
+  /** running-batch slots its admission takes: one per choice */
+  get slots(): number {
+    return this.request.choices ?? 1;
   }
 
   /** prompt tokens already in the KV */

@@ -12,11 +12,13 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import { contextError } from '../engine/admission.js';
+import { requestPages } from '../engine/choice-group.js';
 import type { InferenceWorker } from '../engine/inference-worker.js';
 import type { FinishReason, GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
-import { type ChatDelta, ChatOutput } from './chat-output.js';
+import type { ChatDelta } from './chat-output.js';
+import { ChoiceState } from './choice-state.js';
 import { httpErrorOf } from './errors.js';
 import type { GatewayMetrics, RequestOutcome } from './metrics.js';
 import * as format from './openai-format.js';
@@ -26,7 +28,6 @@ import { promptTokens, type ServedModel } from './served-model.js';
 import { type StreamBounds, type StreamCut, StreamWriter } from './stream-writer.js';
 import type { TenantGate } from './tenant-gate.js';
 import type { TenantDirectory } from './tenants.js';
-import { TextStream } from './text-stream.js';
 
 export interface GatewayContext {
   model: ServedModel;
@@ -59,18 +60,12 @@ export class CompletionRun {
   private readonly id: string;
   private readonly head: format.ResponseHead;
   private readonly arrivedMs = performance.now();
-  private readonly text: TextStream;
-  /** chat: the answer as content and tool calls */
-  private readonly chat: ChatOutput | undefined;
-  /** completions with echo: the prompt's text, first in the output */
+  /** the n answers */
+  private readonly choices: ChoiceState[];
+  /** completions with echo: the prompt's text, first in each answer */
   private echoText = '';
-  /** the tokens and text of a body answer (a stream sends each as it comes and keeps only counts) */
-  private readonly tokens: GeneratedToken[] = [];
-  private content = '';
-  private completionTokens = 0;
-  private contentChars = 0;
   private promptTokenCount = 0;
-  private lastTokenMs: number | undefined;
+  private firstTokenSeen = false;
   /** set once the stream's headers are out */
   private writer: StreamWriter | undefined;
   private events: RequestEvents | undefined;
@@ -85,12 +80,10 @@ export class CompletionRun {
   ) {
     this.id = `${parsed.endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
     this.head = { id: this.id, created: Math.floor(Date.now() / 1000), model: ctx.model.id };
-    this.text = new TextStream(ctx.model.tokenizer, parsed.stop);
-    const tools = parsed.tools;
-    this.chat =
-      parsed.endpoint === 'chat'
-        ? new ChatOutput(tools?.choice, ctx.model.toolCallFormat, new Set(tools?.tools.map((t) => t.name)))
-        : undefined;
+    this.choices = Array.from(
+      { length: parsed.n },
+      (_, i) => new ChoiceState(i, ctx.model.tokenizer, parsed, ctx.model.toolCallFormat),
+    );
   }
 
   /** Validates and submits (throwing a KvfenceError → the error handler), then serves the request to its end. */
@@ -99,7 +92,7 @@ export class CompletionRun {
     const gone = new AbortController();
     this.reply.raw.on('close', () => gone.abort());
     const { ctx } = this;
-    const pages = Math.ceil((request.promptTokens.length + request.maxTokens) / ctx.pageSize);
+    const pages = requestPages(ctx.pageSize, request.promptTokens.length, request.maxTokens, this.parsed.n);
     const lease = await ctx.gate.enter(this.tenant, pages, ctx.queueTimeoutMs, gone.signal);
     const events = new RequestEvents(ctx.requestTimeoutMs);
     this.events = events;
@@ -136,7 +129,7 @@ export class CompletionRun {
   protected async promptAndMaxTokens(): Promise<{ prompt: number[]; maxTokens: number }> {
     const tools = this.parsed.tools?.tools.map((t) => t.definition);
     const prompt = await promptTokens(this.ctx.model, this.parsed.prompt, this.ctx.context, tools);
-    return { prompt, maxTokens: this.parsed.maxTokens ?? this.ctx.context - prompt.length };
+    return { prompt, maxTokens: this.parsed.maxTokens ?? defaultMaxTokens(prompt.length, this.parsed.n, this.ctx) };
   }
 
   private async prepare(): Promise<GenerationRequest> {
@@ -152,6 +145,7 @@ export class CompletionRun {
       parsed.endpoint === 'chat' ? 'messages' : 'prompt',
     );
     if (tooLong !== undefined) throw tooLong;
+    checkChoicesFit(prompt.length, maxTokens, parsed.n, ctx);
     this.promptTokenCount = prompt.length;
     if (parsed.echo)
       this.echoText = parsed.prompt.kind === 'text' ? parsed.prompt.text : ctx.model.tokenizer.decode(prompt);
@@ -184,6 +178,7 @@ export class CompletionRun {
       topLogprobs: parsed.logprobs ? parsed.topLogprobs : 0,
       tenantKvPagesMax: ctx.tenants.limitsOf(this.tenant).kvPagesMax,
       ...(parsed.constraint !== undefined ? { constraint: parsed.constraint } : {}),
+      ...(parsed.n > 1 ? { choices: parsed.n } : {}),
     };
   }
 
@@ -192,9 +187,9 @@ export class CompletionRun {
       const event = await events.next();
       switch (event.kind) {
         case 'token':
-          if (this.onToken(event.token, event.atMs)) {
-            this.ctx.worker.cancel(this.id); // a stop sequence ended it here
-            return this.succeed('stop');
+          if (this.onToken(event.token, event.choice, event.atMs)) {
+            this.ctx.worker.cancel(this.id); // stop sequences ended every answer here
+            return this.succeed(undefined);
           }
           break;
         case 'end':
@@ -203,7 +198,7 @@ export class CompletionRun {
           this.ctx.worker.cancel(this.id);
           this.settled = true;
           this.log.info(
-            { tenant: this.tenant, request: this.id, completionTokens: this.completionTokens },
+            { tenant: this.tenant, request: this.id, completionTokens: this.completionTokens() },
             'client disconnected; request cancelled',
           );
           this.count('cancelled');
@@ -213,7 +208,7 @@ export class CompletionRun {
           this.ctx.worker.cancel(this.id);
           this.settled = true;
           this.log.info(
-            { tenant: this.tenant, request: this.id, completionTokens: this.completionTokens, ...event.cut },
+            { tenant: this.tenant, request: this.id, completionTokens: this.completionTokens(), ...event.cut },
             'client stopped reading its stream; request cancelled, connection closed',
           );
           this.count('cancelled');
@@ -227,20 +222,25 @@ export class CompletionRun {
     }
   }
 
-  /** True when a stop sequence completed. */
-  private onToken(token: GeneratedToken, atMs: number): boolean {
+  /** True when stop sequences have ended every answer. */
+  private onToken(token: GeneratedToken, index: number, atMs: number): boolean {
+    const out = this.choices[index];
+    if (out === undefined || out.ended !== undefined) return false; // an answer a stop sequence already ended
     const m = this.ctx.metrics;
     const labels = { model_name: m.modelName };
-    if (this.lastTokenMs === undefined) m.timeToFirstToken.observe(labels, (atMs - this.arrivedMs) / 1000);
-    else m.interTokenLatency.observe(labels, (atMs - this.lastTokenMs) / 1000);
+    if (!this.firstTokenSeen) m.timeToFirstToken.observe(labels, (atMs - this.arrivedMs) / 1000);
+    else if (out.lastTokenMs !== undefined) m.interTokenLatency.observe(labels, (atMs - out.lastTokenMs) / 1000);
+    this.firstTokenSeen = true;
     m.generationTokens.inc(labels);
-    this.lastTokenMs = atMs;
-    this.completionTokens++;
-    if (!this.parsed.stream) this.tokens.push(token);
-    const step = this.text.push(token.id);
-    this.addContent(step.text);
-    this.writeText(step.text, token);
-    return step.stopped;
+    out.lastTokenMs = atMs;
+    out.completionTokens++;
+    if (!this.parsed.stream) out.tokens.push(token);
+    const step = out.text.push(token.id);
+    out.addContent(step.text, !this.parsed.stream);
+    this.writeText(out, step.text, token);
+    if (!step.stopped) return false;
+    out.ended = 'stop';
+    return this.choices.every((c) => c.ended !== undefined);
   }
 
   private onEnd(end: GenerationEnd): void {
@@ -248,58 +248,83 @@ export class CompletionRun {
       this.fail(end.error);
       return;
     }
-    const rest = this.text.finish();
-    this.addContent(rest);
-    if (rest !== '') this.writeText(rest, undefined);
+    for (const out of this.choices) {
+      if (out.ended !== undefined) continue;
+      out.ended = end.choices?.[out.index]?.reason ?? end.reason;
+      const rest = out.text.finish();
+      out.addContent(rest, !this.parsed.stream);
+      if (rest !== '') this.writeText(out, rest, undefined);
+    }
     this.succeed(end.reason);
   }
 
-  private succeed(engineReason: FinishReason): void {
-    const answer = this.chat?.finish(engineReason === 'length');
-    if (answer !== undefined && this.parsed.stream) for (const delta of answer.deltas) this.writeDelta(delta, null);
-    const calls = answer?.message.tool_calls !== undefined;
-    const reason: format.ChoiceFinish = calls && engineReason === 'stop' ? 'tool_calls' : engineReason;
+  /** Every answer has its ending (`ended`); `last` the engine's, undefined when stop sequences ended them all. */
+  private succeed(last: FinishReason | undefined): void {
     this.settled = true;
-    const usage = format.usageOf(this.promptTokenCount, this.completionTokens);
+    const finished = this.choices.map((out) => {
+      const reason = out.ended ?? 'stop';
+      const answer = out.chat?.finish(reason === 'length');
+      if (answer !== undefined && this.parsed.stream)
+        for (const delta of answer.deltas) this.writeDelta(out, delta, null);
+      const calls = answer?.message.tool_calls !== undefined;
+      const finish: format.ChoiceFinish = calls && reason === 'stop' ? 'tool_calls' : reason;
+      return { out, reason, finish, answer };
+    });
+    const usage = format.usageOf(this.promptTokenCount, this.completionTokens());
     const m = this.ctx.metrics;
     m.promptTokens.inc({ model_name: m.modelName }, usage.prompt_tokens);
     m.requestLatency.observe({ model_name: m.modelName }, (performance.now() - this.arrivedMs) / 1000);
-    m.requestSuccess.inc({ model_name: m.modelName, finished_reason: reason });
+    for (const { finish } of finished) m.requestSuccess.inc({ model_name: m.modelName, finished_reason: finish });
     this.count('completed');
     this.log.info(
-      { tenant: this.tenant, request: this.id, finishReason: reason, completionTokens: usage.completion_tokens },
+      {
+        tenant: this.tenant,
+        request: this.id,
+        finishReason: finished.map((f) => f.finish).join(','),
+        engineReason: last,
+        completionTokens: usage.completion_tokens,
+      },
       'request completed',
     );
     if (this.parsed.stream) {
       this.startStream();
-      const final =
-        this.parsed.endpoint === 'chat'
-          ? format.chatChunk(this.head, {}, reason, null)
-          : format.textCompletion(this.head, '', engineReason, null);
-      this.sse(final);
+      for (const { out, reason, finish } of finished)
+        this.sse(
+          this.parsed.endpoint === 'chat'
+            ? format.chatChunk(this.head, out.index, {}, finish, null)
+            : format.textCompletion(this.head, [{ text: '', finish: reason, logprobs: null }], undefined, out.index),
+        );
       if (this.parsed.includeUsage) this.sse(format.usageChunk(this.head, this.parsed.endpoint, usage));
       this.writer?.end('data: [DONE]\n\n');
       return;
     }
-    const logprobs = this.parsed.logprobs;
+    const { logprobs, topLogprobs } = this.parsed;
     const { tokenizer } = this.ctx.model;
     const body =
       this.parsed.endpoint === 'chat'
         ? format.chatCompletion(
             this.head,
-            answer!.message,
-            reason,
+            finished.map(({ out, finish, answer }) => ({
+              message: answer!.message,
+              finish,
+              logprobs: logprobs ? out.tokens.map((t) => format.chatLogprob(tokenizer, t)) : null,
+            })),
             usage,
-            logprobs ? this.tokens.map((t) => format.chatLogprob(tokenizer, t)) : null,
           )
         : format.textCompletion(
             this.head,
-            this.echoText + this.content,
-            engineReason,
-            logprobs ? format.completionLogprobs(tokenizer, this.tokens, 0, this.parsed.topLogprobs > 0) : null,
+            finished.map(({ out, reason }) => ({
+              text: this.echoText + out.content,
+              finish: reason,
+              logprobs: logprobs ? format.completionLogprobs(tokenizer, out.tokens, 0, topLogprobs > 0) : null,
+            })),
             usage,
           );
     this.reply.code(200).send(body);
+  }
+
+  private completionTokens(): number {
+    return this.choices.reduce((sum, out) => sum + out.completionTokens, 0);
   }
 
   private fail(error: KvfenceError): void {
@@ -321,45 +346,34 @@ export class CompletionRun {
   }
 
   /** Text released by a token (or at the end: `token` undefined), streamed in the endpoint's shape. */
-  private writeText(text: string, token: GeneratedToken | undefined): void {
+  private writeText(out: ChoiceState, text: string, token: GeneratedToken | undefined): void {
     if (!this.parsed.stream) {
-      this.chat?.push(text);
+      out.chat?.push(text);
       return;
     }
     const { tokenizer } = this.ctx.model;
     const { logprobs, topLogprobs } = this.parsed;
     const withLogprobs = logprobs && token !== undefined;
-    if (this.chat !== undefined) {
-      const deltas = this.chat.push(text);
+    if (out.chat !== undefined) {
+      const deltas = out.chat.push(text);
       const lp = withLogprobs ? [format.chatLogprob(tokenizer, token)] : null;
       if (deltas.length === 0 && (token === undefined || (text !== '' && !withLogprobs))) return;
       if (deltas.length === 0) deltas.push({ content: '' }); // a token without text yet still carries its logprob
       deltas.forEach((delta, i) => {
-        this.writeDelta(delta, i === 0 ? lp : null);
+        this.writeDelta(out, delta, i === 0 ? lp : null);
       });
       return;
     }
     if (token === undefined && text === '') return;
     this.startStream();
-    const offset = this.echoText.length + this.contentChars - text.length;
-    this.sse(
-      format.textCompletion(
-        this.head,
-        text,
-        null,
-        withLogprobs ? format.completionLogprobs(tokenizer, [token], offset, topLogprobs > 0) : null,
-      ),
-    );
+    const offset = this.echoText.length + out.contentChars - text.length;
+    const lp = withLogprobs ? format.completionLogprobs(tokenizer, [token], offset, topLogprobs > 0) : null;
+    this.sse(format.textCompletion(this.head, [{ text, finish: null, logprobs: lp }], undefined, out.index));
   }
 
-  private writeDelta(delta: ChatDelta, logprobs: format.ChatTokenLogprob[] | null): void {
+  private writeDelta(out: ChoiceState, delta: ChatDelta, logprobs: format.ChatTokenLogprob[] | null): void {
     this.startStream();
-    this.sse(format.chatChunk(this.head, delta, null, logprobs));
-  }
-
-  private addContent(text: string): void {
-    this.contentChars += text.length;
-    if (!this.parsed.stream) this.content += text;
+    this.sse(format.chatChunk(this.head, out.index, delta, null, logprobs));
   }
 
   private startStream(): void {
@@ -372,9 +386,14 @@ export class CompletionRun {
       connection: 'keep-alive',
       'x-request-id': this.id,
     });
-    if (this.parsed.endpoint === 'chat')
-      this.sse(format.chatChunk(this.head, { role: 'assistant', content: '' }, null, null));
-    else if (this.echoText !== '') this.sse(format.textCompletion(this.head, this.echoText, null, null));
+    for (const { index } of this.choices) {
+      if (this.parsed.endpoint === 'chat')
+        this.sse(format.chatChunk(this.head, index, { role: 'assistant', content: '' }, null, null));
+      else if (this.echoText !== '')
+        this.sse(
+          format.textCompletion(this.head, [{ text: this.echoText, finish: null, logprobs: null }], undefined, index),
+        );
+    }
   }
 
   private sse(data: object): void {
@@ -396,4 +415,28 @@ export class CompletionRun {
   private count(outcome: RequestOutcome): void {
     this.ctx.metrics.requests.inc({ tenant: this.tenant, outcome });
   }
+}
+
+/** Without max_tokens: as long as the context allows, the n answers together within one full-context request's pages. */
+function defaultMaxTokens(promptLength: number, n: number, ctx: GatewayContext): number {
+  if (n === 1) return ctx.context - promptLength;
+  const head = Math.floor(promptLength / ctx.pageSize);
+  const tailPages = Math.floor((Math.ceil(ctx.context / ctx.pageSize) - head) / n);
+  return Math.min(ctx.context - promptLength, tailPages * ctx.pageSize - (promptLength - head * ctx.pageSize));
+}
+
+/**
+ * n answers share the prompt's pages but each holds its own tail: together they must fit the pages of one
+ * full-context request, which the capacity proof (I1) and every tenant's quota cover. Otherwise a 400, nothing reserved.
+ */
+function checkChoicesFit(promptLength: number, maxTokens: number, n: number, ctx: GatewayContext): void {
+  const pages = requestPages(ctx.pageSize, promptLength, maxTokens, n);
+  const most = Math.ceil(ctx.context / ctx.pageSize);
+  if (n > 1 && (maxTokens < 1 || pages > most))
+    throw new KvfenceError(
+      'context_length_exceeded',
+      `n = ${n} answers of up to ${maxTokens} tokens after a ${promptLength}-token prompt need ${pages} KV pages of ` +
+        `${ctx.pageSize} tokens; one request may hold ${most} (the ${ctx.context}-token context): lower n or max_tokens`,
+      'n',
+    );
 }

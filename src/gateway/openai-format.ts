@@ -89,30 +89,29 @@ export interface ResponseHead {
   model: string;
 }
 
-export function chatCompletion(
-  head: ResponseHead,
-  message: ChatMessageOut,
-  finish: ChoiceFinish,
-  usage: Usage,
-  logprobs: ChatTokenLogprob[] | null,
-) {
+export interface ChatChoice {
+  message: ChatMessageOut;
+  finish: ChoiceFinish;
+  logprobs: ChatTokenLogprob[] | null;
+}
+
+export function chatCompletion(head: ResponseHead, choices: readonly ChatChoice[], usage: Usage) {
   return {
     ...head,
     object: 'chat.completion',
-    choices: [
-      {
-        index: 0,
-        message,
-        logprobs: logprobs === null ? null : { content: logprobs },
-        finish_reason: finish,
-      },
-    ],
+    choices: choices.map((c, index) => ({
+      index,
+      message: c.message,
+      logprobs: c.logprobs === null ? null : { content: c.logprobs },
+      finish_reason: c.finish,
+    })),
     usage,
   };
 }
 
 export function chatChunk(
   head: ResponseHead,
+  index: number,
   delta: { role?: 'assistant'; content?: string } | ChatDelta,
   finish: ChoiceFinish | null,
   logprobs: ChatTokenLogprob[] | null,
@@ -120,21 +119,22 @@ export function chatChunk(
   return {
     ...head,
     object: 'chat.completion.chunk',
-    choices: [{ index: 0, delta, logprobs: logprobs === null ? null : { content: logprobs }, finish_reason: finish }],
+    choices: [{ index, delta, logprobs: logprobs === null ? null : { content: logprobs }, finish_reason: finish }],
   };
 }
 
-export function textCompletion(
-  head: ResponseHead,
-  text: string,
-  finish: FinishReason | null,
-  logprobs: CompletionLogprobs | null,
-  usage?: Usage,
-) {
+export interface TextChoice {
+  text: string;
+  finish: FinishReason | null;
+  logprobs: CompletionLogprobs | null;
+}
+
+/** A text_completion body (every choice) or streamed chunk (one choice, `first` its index), usage when given. */
+export function textCompletion(head: ResponseHead, choices: readonly TextChoice[], usage?: Usage, first = 0) {
   return {
     ...head,
     object: 'text_completion',
-    choices: [{ index: 0, text, logprobs, finish_reason: finish }],
+    choices: choices.map((c, i) => ({ index: first + i, text: c.text, logprobs: c.logprobs, finish_reason: c.finish })),
     ...(usage !== undefined ? { usage } : {}),
   };
 }

@@ -9,7 +9,7 @@ import { assert } from '../util/assert.js';
 import type { StreamCut } from './stream-writer.js';
 
 export type RequestEvent =
-  | { kind: 'token'; token: GeneratedToken; atMs: number }
+  | { kind: 'token'; token: GeneratedToken; choice: number; atMs: number }
   | { kind: 'end'; end: GenerationEnd }
   | { kind: 'disconnected' }
   /** the client stopped reading its stream and the writer closed the connection */
@@ -25,8 +25,8 @@ export class RequestEvents implements GenerationSink {
     this.timer = setTimeout(() => this.push({ kind: 'deadline' }), deadlineMs);
   }
 
-  onToken(token: GeneratedToken): void {
-    this.push({ kind: 'token', token, atMs: performance.now() });
+  onToken(token: GeneratedToken, choice: number): void {
+    this.push({ kind: 'token', token, choice, atMs: performance.now() });
   }
 
   onEnd(end: GenerationEnd): void {

@@ -39,6 +39,8 @@ export interface ParsedRequest {
   tools: ToolRequest | undefined;
   /** completions: the prompt's text comes first in the output */
   echo: boolean;
+  /** answers drawn from the one prompt (sharing its KV pages) */
+  n: number;
 }
 
 type Body = Record<string, unknown>;
@@ -81,7 +83,6 @@ function unsupported(param: string, what: string): KvfenceError {
 
 export function parseChatRequest(raw: unknown, vocabSize: number): ParsedRequest {
   const body = asBody(raw, CHAT_FIELDS);
-  rejectUnsupported(body);
   for (const field of ['functions', 'function_call'] as const) {
     if (body[field] !== undefined && body[field] !== null)
       throw unsupported(field, `the deprecated ${field} (use tools and tool_choice)`);
@@ -117,7 +118,6 @@ export function parseChatRequest(raw: unknown, vocabSize: number): ParsedRequest
 
 export function parseCompletionRequest(raw: unknown, vocabSize: number): ParsedRequest {
   const body = asBody(raw, COMPLETION_FIELDS);
-  rejectUnsupported(body);
   const echo = optional(body, 'echo', isBoolean, 'a boolean') ?? false;
   if (body['suffix'] !== undefined && body['suffix'] !== null) throw unsupported('suffix', 'insertion');
   const bestOf = body['best_of'];
@@ -174,7 +174,7 @@ function common(
   constraint: OutputConstraint | undefined,
 ): Pick<
   ParsedRequest,
-  'model' | 'temperature' | 'topP' | 'seed' | 'stop' | 'stream' | 'includeUsage' | 'sampling' | 'constraint'
+  'model' | 'temperature' | 'topP' | 'seed' | 'stop' | 'stream' | 'includeUsage' | 'sampling' | 'constraint' | 'n'
 > {
   const model = body['model'];
   if (typeof model !== 'string' || model === '') throw bad('model is required', 'model');
@@ -204,13 +204,8 @@ function common(
     includeUsage,
     sampling: parseSamplingOptions(body, vocabSize),
     constraint,
+    n: optional(body, 'n', isInt(1, LIMITS.choicesMax), `an integer from 1 to ${LIMITS.choicesMax}`) ?? 1,
   };
-}
-
-function rejectUnsupported(body: Body): void {
-  const n = body['n'];
-  if (n !== undefined && n !== null && n !== 1)
-    throw unsupported('n', 'n other than 1 (the n answers would share the prompt KV pages; not yet)');
 }
 
 export function parseMessages(value: unknown): ChatMessage[] {

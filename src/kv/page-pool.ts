@@ -207,18 +207,21 @@ export class PagePool {
   }
 
   /**
-   * Copies the full page `index` of `from` (checked readable) into the next unwritten page of `to`, which is then
-   * written up to that page's end: how a prefix cache takes a copy of a request's prompt page.
+   * Copies page `index` of `from`, whose first `tokens` tokens are checked readable, into the next unwritten page of
+   * `to`, which is then written up to `tokens`: how a prefix cache takes a copy of a request's whole prompt page, and
+   * how a choice of an n > 1 request takes its own copy of the prompt's last, partial page (the rest of a partial page
+   * is scrubbed zeros, I4).
    */
-  copyPage(from: PageTable, index: number, to: PageTable): void {
+  copyPage(from: PageTable, index: number, to: PageTable, tokens: number = this.layout.pageSize): void {
     const { pageSize, floatsPerPage } = this.layout;
-    this.checkPage(from, index, pageSize);
+    assert(Number.isInteger(tokens) && tokens >= 1 && tokens <= pageSize, 'a page copy takes 1..pageSize tokens');
+    this.checkPage(from, index, tokens);
     assert(to.writtenTokens % pageSize === 0, 'a page is copied into a fresh page');
     const target = to.pages[to.writtenTokens / pageSize];
     assert(target !== undefined, 'copying past the granted pages');
     const source = from.pages[index]! * floatsPerPage;
     this.arena.copyWithin(target * floatsPerPage, source, source + floatsPerPage);
-    this.markWritten(to, to.writtenTokens + pageSize);
+    this.markWritten(to, to.writtenTokens + tokens);
   }
 
   /** Owner of a page, for incident records and tests. */
@@ -259,11 +262,10 @@ export class PagePool {
     const page = table.pages[i]!;
     if (!Number.isInteger(page) || page < 0 || page >= this.pageCount) this.violation(table, i, 'page id out of range');
     const owner = this.owners[page];
-    // a shared prefix page: its tenant's cache (any entry); an own page: exactly the table's owner (I9, I3)
-    const mine =
-      i < table.sharedPages
-        ? owner?.shared === true && owner.tenant === table.owner.tenant
-        : owner !== undefined && sameOwner(owner, table.owner);
+    // an own page: exactly the table's owner (I3); a shared, read-only page: its tenant's cache (any entry, I9) or
+    // the table's owner itself (the prompt head an n > 1 request's choices share)
+    const own = owner !== undefined && sameOwner(owner, table.owner);
+    const mine = i < table.sharedPages ? own || (owner?.shared === true && owner.tenant === table.owner.tenant) : own;
     if (!mine) this.violation(table, i, 'page owned by someone else');
     if (!this.epochMatches(page, table.epochs[i]!))
       this.violation(table, i, 'stale epoch: the page was freed and reused');

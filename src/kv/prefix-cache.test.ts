@@ -99,9 +99,16 @@ test('I3 over shared pages: another tenant, or a claim that a cached page is one
       (e: unknown) => e instanceof KvIsolationError && /owned by someone else/.test(e.violation.reason),
     );
   }
-  // a request's own page listed as shared fails too
-  const ownAsShared = { ...forged({ tenant: 'a', request: 'r1' }, 1), pages: [...first.pages] };
-  assert.throws(() => pool.checkReadable(ownAsShared, PAGE), /owned by someone else/);
+  // another request's own page listed as shared fails too; the request's own page read as shared (the prompt head
+  // an n > 1 request's choices share) is its own
+  const othersAsShared = { ...forged({ tenant: 'a', request: 'r2' }, 1), pages: [...first.pages] };
+  assert.throws(() => pool.checkReadable(othersAsShared, PAGE), /owned by someone else/);
+  const ownAsShared = {
+    ...forged({ tenant: 'a', request: 'r1' }, 1),
+    pages: [...first.pages],
+    epochs: [...first.epochs],
+  };
+  pool.checkReadable(ownAsShared, PAGE);
 });
 
 test('a tenant at its budget evicts its own least recently used page, never another tenant’s or a pinned one', () => {

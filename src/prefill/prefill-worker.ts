@@ -194,7 +194,7 @@ export class PrefillWorker {
       const sender = this.newSender(channel, job.ticket);
       state.sender = sender;
       if (job.cancelled) sender.abort('request_cancelled', 'the request was cancelled');
-      await sender.send(source, prefilled.first);
+      await sender.send(source, prefilled.firsts);
       job.link.prefilled();
     } catch (error) {
       const e = error instanceof KvfenceError ? error : new KvfenceError('kv_transfer_failed', errorMessage(error));

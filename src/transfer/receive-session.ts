@@ -17,7 +17,8 @@ export type TransferOutcome =
   | {
       readonly state: 'COMMITTED';
       readonly ticket: TransferTicket;
-      readonly firstToken: FirstToken;
+      /** choice i's first token at i */
+      readonly firstTokens: readonly FirstToken[];
       /** what was committed, echoed back to the sender as its acknowledgement */
       readonly commit: CommitBody;
     }
@@ -75,7 +76,7 @@ export class ReceiveSession {
             frame.commit.pageCount,
             frame.commit.tokenCount,
             frame.commit.digest,
-            frame.commit.firstToken,
+            frame.commit.firstTokens,
           );
         case 'ABORT':
           this.end('ABORT', new TransferError('sender_aborted', frame.abort.message, frame.abort.code));
@@ -151,7 +152,12 @@ export class ReceiveSession {
     return true;
   }
 
-  private commit(pageCount: number, tokenCount: number, digest: Uint8Array, firstToken: FirstToken): boolean {
+  private commit(
+    pageCount: number,
+    tokenCount: number,
+    digest: Uint8Array,
+    firstTokens: readonly FirstToken[],
+  ): boolean {
     this.expectState('RECEIVING', 'unexpected_frame', 'COMMIT');
     const t = this.ticket;
     if (pageCount !== t.pageCount || tokenCount !== t.tokenCount) {
@@ -166,14 +172,14 @@ export class ReceiveSession {
     }
     if (!this.sink.isOpen())
       throw new TransferError('reservation_closed', 'the reservation was closed under the transfer');
-    const copy: FirstToken = {
-      id: firstToken.id,
-      logprob: firstToken.logprob,
-      top: firstToken.top.map((x) => ({ ...x })),
-    };
+    const copy: FirstToken[] = firstTokens.map((f) => ({
+      id: f.id,
+      logprob: f.logprob,
+      top: f.top.map((x) => ({ ...x })),
+    }));
     // the echo carries the digest the sender sent (equal to `expected` once checked), so its acknowledgement matches
-    const commit: CommitBody = { pageCount, tokenCount, digest: digest.slice(), firstToken: copy };
-    this.outcomeNow = { state: 'COMMITTED', ticket: t, firstToken: copy, commit };
+    const commit: CommitBody = { pageCount, tokenCount, digest: digest.slice(), firstTokens: copy };
+    this.outcomeNow = { state: 'COMMITTED', ticket: t, firstTokens: copy, commit };
     this.move('COMMIT_OK');
     this.onTerminal(this.outcomeNow);
     return true;

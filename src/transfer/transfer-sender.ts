@@ -62,13 +62,17 @@ export class TransferSender {
   }
 
   /** Pushes every page of `source` and the COMMIT; resolves when the receiver has committed exactly these pages. */
-  async send(source: KvPageSource, firstToken: FirstToken): Promise<SendResult> {
+  async send(source: KvPageSource, firstTokens: readonly FirstToken[]): Promise<SendResult> {
     assert(!this.started, 'a TransferSender sends once');
     this.started = true;
     const t = this.ticket;
     assert(source.pageCount === t.pageCount && source.pageBytes === t.pageBytes, 'the source matches the ticket');
     assert(source.checksums.length === t.pageCount, 'the source seals one checksum a page');
-    assert(firstToken.top.length <= LIMITS.topLogprobsMax, 'top logprobs within bounds');
+    assert(firstTokens.length >= 1 && firstTokens.length <= LIMITS.choicesMax, 'a first token per choice');
+    assert(
+      firstTokens.every((f) => f.top.length <= LIMITS.topLogprobsMax),
+      'top logprobs within bounds',
+    );
     const cancelDeadline = this.options.clock.after(this.options.deadlineMs, () =>
       this.stop(
         new TransferError('deadline_exceeded', `transfer not acknowledged within ${this.options.deadlineMs} ms`),
@@ -90,7 +94,7 @@ export class TransferSender {
         pageCount: t.pageCount,
         tokenCount: t.tokenCount,
         digest: sealedDigest(t, source),
-        firstToken,
+        firstTokens,
       };
       await this.push(encodeCommit(t, this.commitSent));
       await this.acknowledgement();

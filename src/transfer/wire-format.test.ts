@@ -28,10 +28,17 @@ test('every frame type round-trips', () => {
   assert.ok(page.type === 'PAGE' && page.page.checksum === 2n ** 64n - 1n && page.bytes.join() === bytes.join());
   const firstToken = { id: 5, logprob: -1 / 3, top: [{ id: 5, logprob: -1 / 3 }] };
   const commit = decodeFrame(
-    join(encodeCommit(ticket, { pageCount: 3, tokenCount: 10, digest: new Uint8Array(32).fill(7), firstToken })),
+    join(
+      encodeCommit(ticket, {
+        pageCount: 3,
+        tokenCount: 10,
+        digest: new Uint8Array(32).fill(7),
+        firstTokens: [firstToken, { id: 9, logprob: -2, top: [] }],
+      }),
+    ),
   );
   assert.ok(commit.type === 'COMMIT');
-  assert.deepEqual(commit.commit.firstToken, firstToken);
+  assert.deepEqual(commit.commit.firstTokens, [firstToken, { id: 9, logprob: -2, top: [] }]);
   const abort = decodeFrame(join(encodeAbort(ticket, { code: 'context_length_exceeded', message: 'too long' })));
   assert.ok(
     abort.type === 'ABORT' && abort.abort.code === 'context_length_exceeded' && abort.binding.request === 'req-ü',
@@ -44,7 +51,8 @@ test('a cut, padded or foreign frame is refused with a reason', () => {
     assert.throws(() => decodeFrame(frame.subarray(0, cut)), reason('frame_truncated'));
   }
   assert.throws(() => decodeFrame(join([frame, new Uint8Array(1)])), reason('malformed_frame'));
-  assert.throws(() => decodeFrame(join([new Uint8Array([2]), frame.subarray(1)])), reason('malformed_frame'));
+  for (const version of [1, 3]) // 1: a COMMIT with one first token, before n
+    assert.throws(() => decodeFrame(join([new Uint8Array([version]), frame.subarray(1)])), reason('malformed_frame'));
   const unknownType = frame.slice();
   unknownType[1] = 9;
   assert.throws(() => decodeFrame(unknownType), reason('malformed_frame'));

@@ -2,12 +2,12 @@
  * Transfer frames: HELLO · PAGE… · COMMIT, or ABORT at any point (DESIGN §3). A frame is the body of one sealed frame
  * of the secure channel (secure-channel.ts adds the length prefix and the MAC). Layout, little-endian:
  *
- *   frame   = u8 version (1) · u8 type · binding · body
+ *   frame   = u8 version (2) · u8 type · binding · body
  *   binding = u8 requestLength · request (UTF-8) · u8 tenantLength · tenant (UTF-8) · nonce (16 bytes)
  *   HELLO   = u32 epoch · u32 pageCount · u32 tokenCount · u32 pageSizeTokens · u32 pageBytes
  *   PAGE    = u32 index · u32 firstToken · u32 tokenCount · u64 checksum · u32 byteLength · bytes
- *   COMMIT  = u32 pageCount · u32 tokenCount · digest (32 bytes) · u32 firstToken · f64 firstLogprob
- *             · u8 topCount · topCount × (u32 token · f64 logprob)
+ *   COMMIT  = u32 pageCount · u32 tokenCount · digest (32 bytes) · u8 firstCount (1..LIMITS.choicesMax)
+ *             · firstCount × (u32 firstToken · f64 firstLogprob · u8 topCount · topCount × (u32 token · f64 logprob))
  *   ABORT   = u8 codeLength · code (ASCII [a-z_]) · u16 messageLength · message (UTF-8)
  *
  * Every field is bounded by LIMITS; decoding reads each frame to its last byte.
@@ -19,7 +19,8 @@ import { DIGEST_BYTES } from './manifest.js';
 import { NONCE_BYTES, type TransferBinding, type TransferTicket } from './ticket.js';
 import { TransferError } from './transfer-error.js';
 
-export const WIRE_VERSION = 1;
+/** 2: the COMMIT carries a first token per choice of the request (`n`), 1 carried exactly one */
+export const WIRE_VERSION = 2;
 export const FRAME_TYPES = { HELLO: 1, PAGE: 2, COMMIT: 3, ABORT: 4 } as const;
 export type FrameType = keyof typeof FRAME_TYPES;
 const TYPE_NAMES: readonly (FrameType | undefined)[] = [undefined, 'HELLO', 'PAGE', 'COMMIT', 'ABORT'];
@@ -29,7 +30,10 @@ export interface TokenLogprobWire {
   readonly logprob: number;
 }
 
-/** The first generated token travels with the COMMIT, bound to the request (DESIGN §6). Same shape as the engine's. */
+/**
+ * The first generated token (one per choice of an n > 1 request) travels with the COMMIT, bound to the request
+ * (DESIGN §6). Same shape as the engine's.
+ */
 export interface FirstToken extends TokenLogprobWire {
   readonly top: readonly TokenLogprobWire[];
 }
@@ -45,7 +49,8 @@ export interface CommitBody {
   readonly pageCount: number;
   readonly tokenCount: number;
   readonly digest: Uint8Array; // (DIGEST_BYTES)
-  readonly firstToken: FirstToken;
+  /** choice i's first token at i */
+  readonly firstTokens: readonly FirstToken[];
 }
 
 export interface AbortBody {
@@ -97,12 +102,21 @@ export function encodePage(binding: TransferBinding, page: PageHeader, bytes: Ui
 }
 
 export function encodeCommit(binding: TransferBinding, commit: CommitBody): Uint8Array[] {
-  const top = commit.firstToken.top;
-  if (top.length > LIMITS.topLogprobsMax) throw new TransferError('malformed_frame', `${top.length} top logprobs`);
-  const w = header('COMMIT', binding, 8 + DIGEST_BYTES + 12 + 1 + 12 * top.length);
-  w.u32(commit.pageCount).u32(commit.tokenCount).raw(commit.digest);
-  w.u32(commit.firstToken.id).f64(commit.firstToken.logprob).u8(top.length);
-  for (const t of top) w.u32(t.id).f64(t.logprob);
+  const firsts = commit.firstTokens;
+  if (firsts.length < 1 || firsts.length > LIMITS.choicesMax)
+    throw new TransferError('malformed_frame', `${firsts.length} first tokens`);
+  let bytes = 8 + DIGEST_BYTES + 1;
+  for (const first of firsts) {
+    if (first.top.length > LIMITS.topLogprobsMax)
+      throw new TransferError('malformed_frame', `${first.top.length} top logprobs`);
+    bytes += 12 + 1 + 12 * first.top.length;
+  }
+  const w = header('COMMIT', binding, bytes);
+  w.u32(commit.pageCount).u32(commit.tokenCount).raw(commit.digest).u8(firsts.length);
+  for (const first of firsts) {
+    w.u32(first.id).f64(first.logprob).u8(first.top.length);
+    for (const t of first.top) w.u32(t.id).f64(t.logprob);
+  }
   return [w.done()];
 }
 
@@ -159,13 +173,20 @@ function decodeBody(type: FrameType, binding: TransferBinding, r: ByteReader): F
       const pageCount = r.u32();
       const tokenCount = r.u32();
       const digest = r.bytesView(DIGEST_BYTES);
-      const id = r.u32();
-      const logprob = r.f64();
-      const topCount = r.u8();
-      if (topCount > LIMITS.topLogprobsMax) throw new TransferError('malformed_frame', `${topCount} top logprobs`);
-      const top: TokenLogprobWire[] = [];
-      for (let i = 0; i < topCount; i++) top.push({ id: r.u32(), logprob: r.f64() });
-      return { type, binding, commit: { pageCount, tokenCount, digest, firstToken: { id, logprob, top } } };
+      const firstCount = r.u8();
+      if (firstCount < 1 || firstCount > LIMITS.choicesMax)
+        throw new TransferError('malformed_frame', `${firstCount} first tokens`);
+      const firstTokens: FirstToken[] = [];
+      for (let c = 0; c < firstCount; c++) {
+        const id = r.u32();
+        const logprob = r.f64();
+        const topCount = r.u8();
+        if (topCount > LIMITS.topLogprobsMax) throw new TransferError('malformed_frame', `${topCount} top logprobs`);
+        const top: TokenLogprobWire[] = [];
+        for (let i = 0; i < topCount; i++) top.push({ id: r.u32(), logprob: r.f64() });
+        firstTokens.push({ id, logprob, top });
+      }
+      return { type, binding, commit: { pageCount, tokenCount, digest, firstTokens } };
     }
     case 'ABORT': {
       const code = r.utf8(r.u8());

@@ -36,6 +36,8 @@ export const LIMITS = {
   stopSequencesMax: 4,
   stopSequenceCharsMax: 256,
   topLogprobsMax: 20,
+  /** `n`: answers to one request (each a running sequence; all of them fit one full-context request's KV pages) */
+  choicesMax: 64,
   completionLogprobsMax: 5,
   // sampling options and structured outputs (src/engine sampler, src/structured)
   logitBiasEntriesMax: 300,

@@ -73,6 +73,13 @@ const BODIES: Record<string, unknown>[] = [
     temperature: 1,
     seed: 9,
   },
+  // n > 1: one transfer, a first token per choice in its COMMIT, the choices forked on the decode worker
+  { n: 3, temperature: 1.1, seed: 12 },
+  { n: 2, max_tokens: 9 },
+  { n: 3, logit_bias: eogBias }, // every choice ends at its first token: the request ends as the decode worker adopts it
+  { n: 2, max_tokens: 1, temperature: 1, seed: 2 },
+  { n: 2, min_tokens: 3, logit_bias: eogBias, temperature: 1, seed: 6 },
+  { n: 2, ...format(3), temperature: 1, seed: 31 },
 ];
 
 describe('API options, colocated vs disaggregated', () => {
@@ -101,24 +108,32 @@ describe('API options, colocated vs disaggregated', () => {
     await assertClusterPoolsWhole(cluster);
   });
 
-  test('streamed structured output: the same chunks', async () => {
-    const stream = async (server: Served) => {
-      const s = await clientFor(server).chat.completions.create({
-        model: MODEL_ID,
-        messages: [{ role: 'user', content: 'JSON please' }],
-        max_tokens: 80,
-        temperature: 1,
-        seed: 12,
-        ...(format(25) as object),
-        stream: true,
-      });
-      const parts: string[] = [];
-      for await (const chunk of s) parts.push(JSON.stringify(chunk.choices[0]?.delta ?? null));
-      return parts;
-    };
-    const [a, b] = await Promise.all([stream(colocated), stream(cluster)]);
-    assert.deepEqual(b, a);
-    assert.ok(a.length > 3);
+  test('streamed structured output, one answer and n: the same chunks', async () => {
+    for (const n of [1, 3]) {
+      const stream = async (server: Served) => {
+        const s = await clientFor(server).chat.completions.create({
+          model: MODEL_ID,
+          messages: [{ role: 'user', content: 'JSON please' }],
+          max_tokens: n === 1 ? 80 : 40, // the n answers fit one request’s pages
+          temperature: 1,
+          seed: 12,
+          n,
+          ...(format(25) as object),
+          stream: true,
+        });
+        const parts: string[] = [];
+        for await (const chunk of s) parts.push(JSON.stringify(chunk.choices));
+        return parts;
+      };
+      const [a, b] = await Promise.all([stream(colocated), stream(cluster)]);
+      assert.deepEqual(b, a);
+      assert.ok(a.length > 3 * n);
+      assert.deepEqual(
+        new Set(a.map((p) => (JSON.parse(p) as { index: number }[])[0]?.index)),
+        new Set([0, 1, 2].slice(0, n)),
+      );
+    }
+    await assertClusterPoolsWhole(cluster);
   });
 
   test('a bad schema or option is the same 400 from the disaggregated gateway', async () => {

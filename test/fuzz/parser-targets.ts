@@ -104,7 +104,7 @@ const FRAME_SEEDS: readonly Uint8Array[] = [
     pageCount: 2,
     tokenCount: 20,
     digest: new Uint8Array(32).fill(9),
-    firstToken: { id: 3, logprob: -0.5, top: [{ id: 3, logprob: -0.5 }] },
+    firstTokens: [{ id: 3, logprob: -0.5, top: [{ id: 3, logprob: -0.5 }] }],
   }),
   encodeAbort(BINDING, { code: 'kv_transfer_failed', message: 'gone' }),
 ].map((parts) => Buffer.concat(parts));

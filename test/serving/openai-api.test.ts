@@ -239,7 +239,7 @@ describe('errors: OpenAI shape, right status and code', () => {
   test('400 for unsupported options, bad values, unknown fields and bad JSON', async () => {
     const client = clientFor(server, 'acme');
     const e = await expectApiError(
-      () => client.chat.completions.create({ model: MODEL_ID, messages, n: 2 }),
+      () => client.chat.completions.create({ model: MODEL_ID, messages, n: 65 }),
       400,
       'invalid_request_error',
     );

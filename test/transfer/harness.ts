@@ -244,7 +244,7 @@ export function startTransfer(
       deadlineMs: options.deadlineMs ?? 10_000,
       idleTimeoutMs: 2_000,
     });
-    return sender.send(source, FIRST_TOKEN);
+    return sender.send(source, [FIRST_TOKEN]);
   });
   sent.catch(() => {}); // awaited by the test; this keeps an early rejection from being "unhandled"
   return { handle, sink, source, sent, outcome: handle.outcome };

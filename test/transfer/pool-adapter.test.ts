@@ -57,7 +57,7 @@ async function run(tokenCount: number, faulty: boolean) {
       idleTimeoutMs: 1_000,
     },
   );
-  const sent = sender.send(tableTransferSource(prefill, table, tokenCount, checksum), FIRST_TOKEN);
+  const sent = sender.send(tableTransferSource(prefill, table, tokenCount, checksum), [FIRST_TOKEN]);
   return { prefill, decode, table, reserved, handle, sent, close: () => listener.close() };
 }
 

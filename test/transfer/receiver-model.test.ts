@@ -215,7 +215,7 @@ function frameFor(
       pageCount: ticket.pageCount,
       tokenCount: ticket.tokenCount,
       digest,
-      firstToken: FIRST_TOKEN,
+      firstTokens: [FIRST_TOKEN],
     });
   } else parts = encodeAbort(binding, { code: 'prefill_failed', message: 'test' });
   const frame = new Uint8Array(Buffer.concat(parts));

@@ -124,7 +124,7 @@ export function transportConformance(name: string, factory: TransportFactory): v
     const result = await t.sent;
     const outcome = await t.outcome;
     assert.equal(outcome.state, 'COMMITTED');
-    if (outcome.state === 'COMMITTED') assert.deepEqual(outcome.firstToken, FIRST_TOKEN);
+    if (outcome.state === 'COMMITTED') assert.deepEqual(outcome.firstTokens, [FIRST_TOKEN]);
     assert.equal(result.pageCount, 10);
     assert.deepEqual(t.sink.bytes(), t.source.all);
     assert.deepEqual(t.sink.writes, [...Array(10).keys()]);
