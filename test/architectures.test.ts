@@ -7,7 +7,8 @@
  * The families exercise what differs from Llama 2: Llama 3's rope_freqs factors, a head size other than dim/heads and
  * tied output; qwen3's per-head Q/K RMSNorm; gemma3's √dim embedding scale, sandwich norms, GELU gate, Q/K norms and
  * sliding-window layers (window 8, so a 40-token prompt depends on it) with their own RoPE base; phi3's fused QKV and
- * gate/up, partial rotary dims (12 of 16) and long RoPE factors with an attention factor.
+ * gate/up, partial rotary dims (12 of 16) and long RoPE factors with an attention factor (and, within its original
+ * context, the short factors); linear RoPE scaling (rope.scaling.type linear, as long-context fine-tunes write it).
  *
  * Tolerances: the models are f32, so what differs is llama.cpp's f32 arithmetic (f32 sums, f16 in its attention)
  * against kvfence's f64 sums: about 1e-3 on untied models of these shapes (test/llamacpp.test.ts). The output is tied
@@ -97,6 +98,28 @@ const CASES: Case[] = [
     },
     logprobTolerance: 3e-2,
     contextSize: 1024,
+  },
+  {
+    // llama.cpp picks the factors by its runtime context, rounded up to 256 tokens; kvfence by the model's context
+    label: 'phi3 within its original context (short RoPE factors)',
+    options: {
+      preset: 'tiny',
+      arch: 'phi3',
+      dtype: 'f32',
+      seed: 205,
+      ropeDim: 12,
+      contextLength: 256,
+      ropeOriginalContext: 256,
+      tied: true,
+      hfTokenizer: phi3Vocabulary(),
+    },
+    logprobTolerance: 3e-2,
+    contextSize: 256,
+  },
+  {
+    label: 'llama with linear RoPE scaling (factor 4)',
+    options: { preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 206, ropeLinearFactor: 4, tied: true },
+    logprobTolerance: 3e-2,
   },
 ];
 

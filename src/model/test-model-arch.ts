@@ -13,6 +13,8 @@ export interface ArchShape {
   headDim: number;
   ropeDim: number;
   contextLength: number;
+  /** phi3: rope.scaling.original_context_length */
+  ropeOriginalContext: number | undefined;
 }
 
 /** llama.cpp's default base per family: Qwen and Gemma 3 (global layers) 1e6, Llama 3 5e5, the rest 1e4. */
@@ -24,7 +26,7 @@ export function ropeBaseOf(arch: Architecture, llama3Rope: boolean): number {
 /** Gemma 3's pattern (5 sliding-window layers, then a global one) shortened so the 2-layer preset has both kinds. */
 const GEMMA3_TEST_SWA_PERIOD = 2;
 const GEMMA3_TEST_WINDOW = 8;
-/** phi3's long-context keys: the long factors apply above this original context */
+/** phi3's long-context keys: the long factors apply above this original context (unless the options give another) */
 const PHI3_TEST_ORIGINAL_CONTEXT = 128;
 const PHI3_TEST_ATTN_FACTOR = 1.1902380714238083; // Phi-3-mini-128k's √(1 + ln(32) / ln(4096))
 /** Llama 3.1's rope_scaling (factor 8, low/high frequency factors 1 and 4) over a short original context, so that
@@ -41,7 +43,7 @@ export function archMetadata(shape: ArchShape, meta: GgufMetadata): void {
     f32('gemma3.rope.freq_base_swa', 10_000);
   }
   if (arch === 'phi3') {
-    u32('phi3.rope.scaling.original_context_length', PHI3_TEST_ORIGINAL_CONTEXT);
+    u32('phi3.rope.scaling.original_context_length', shape.ropeOriginalContext ?? PHI3_TEST_ORIGINAL_CONTEXT);
     f32('phi3.rope.scaling.attn_factor', PHI3_TEST_ATTN_FACTOR);
   }
 }

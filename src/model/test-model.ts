@@ -82,6 +82,10 @@ export interface TestModelOptions {
   ropeDim?: number;
   /** Llama 3.1's RoPE (llama only): base 500000 and rope_freqs.weight frequency factors */
   llama3Rope?: boolean;
+  /** phi3: the original context above which the long RoPE factors apply (default 128) */
+  ropeOriginalContext?: number;
+  /** linear RoPE scaling by this factor (rope.scaling.type linear, rope.scaling.factor), as long-context fine-tunes */
+  ropeLinearFactor?: number;
   /** a Hugging Face tokenizer.json whose vocabulary replaces the generated one (hf-tokenizer.ts) */
   hfTokenizer?: string;
   /** tie the output to the token embedding (default: the preset's choice) */
@@ -125,11 +129,23 @@ export function makeTestModel(options: TestModelOptions): TestModel {
   u32(`${arch}.attention.head_count_kv`, kvHeadCount);
   u32(`${arch}.rope.dimension_count`, ropeDim);
   f32(`${arch}.rope.freq_base`, ropeBaseOf(arch, llama3Rope));
+  if (options.ropeLinearFactor !== undefined) {
+    str(`${arch}.rope.scaling.type`, 'linear');
+    f32(`${arch}.rope.scaling.factor`, options.ropeLinearFactor);
+  }
   if (options.headDim !== undefined) {
     u32(`${arch}.attention.key_length`, headDim);
     u32(`${arch}.attention.value_length`, headDim);
   }
-  const shape = { arch, dim: p.dim, layerCount: p.layerCount, headDim, ropeDim, contextLength };
+  const shape = {
+    arch,
+    dim: p.dim,
+    layerCount: p.layerCount,
+    headDim,
+    ropeDim,
+    contextLength,
+    ropeOriginalContext: options.ropeOriginalContext,
+  };
   archMetadata(shape, metadata);
   f32(`${arch}.attention.layer_norm_rms_epsilon`, 1e-5);
   const hf = options.hfTokenizer === undefined ? undefined : readHfTokenizer(options.hfTokenizer);
