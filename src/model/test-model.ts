@@ -74,6 +74,8 @@ export interface TestModelOptions {
   logitScale?: number;
   /** overrides the preset's declared context length */
   contextLength?: number;
+  /** overrides the preset's layer count (gemma3 with 62 layers is llama.cpp's 27B type, which scales q·k otherwise) */
+  layerCount?: number;
   /** overrides the preset's KV head count (grouped-query attention when below the head count) */
   kvHeadCount?: number;
   /** head size when it is not dim / heads (written as attention.key_length and value_length, as Mistral Nemo's) */
@@ -101,6 +103,7 @@ export function makeTestModel(options: TestModelOptions): TestModel {
   const p = TEST_PRESETS[options.preset];
   const { arch, dtype } = options;
   const kvHeadCount = options.kvHeadCount ?? p.kvHeadCount;
+  const layerCount = options.layerCount ?? p.layerCount;
   const headDim = options.headDim ?? p.dim / p.headCount;
   const ropeDim = options.ropeDim ?? headDim;
   const tied = options.tied ?? p.tied;
@@ -123,7 +126,7 @@ export function makeTestModel(options: TestModelOptions): TestModel {
   u32('general.file_type', LLAMA_FILE_TYPES[dtype]);
   u32(`${arch}.context_length`, contextLength);
   u32(`${arch}.embedding_length`, p.dim);
-  u32(`${arch}.block_count`, p.layerCount);
+  u32(`${arch}.block_count`, layerCount);
   u32(`${arch}.feed_forward_length`, p.ffnDim);
   u32(`${arch}.attention.head_count`, p.headCount);
   u32(`${arch}.attention.head_count_kv`, kvHeadCount);
@@ -140,7 +143,7 @@ export function makeTestModel(options: TestModelOptions): TestModel {
   const shape = {
     arch,
     dim: p.dim,
-    layerCount: p.layerCount,
+    layerCount,
     headDim,
     ropeDim,
     contextLength,
@@ -164,7 +167,7 @@ export function makeTestModel(options: TestModelOptions): TestModel {
     for (let i = 0; i < count; i++) v[i] = mean + std * random.normal();
     return v;
   };
-  const mixShape = { layerCount: p.layerCount, gqa: p.headCount / kvHeadCount, tied };
+  const mixShape = { layerCount, gqa: p.headCount / kvHeadCount, tied };
   const matrix = (name: string, role: MatrixRole, layer: number, inDim: number, outDim: number, std: number) => {
     const type = matrixType(dtype, { role, layer, rowLength: inDim }, mixShape);
     tensors.push({
@@ -183,7 +186,7 @@ export function makeTestModel(options: TestModelOptions): TestModel {
   const embeddingStd = tied ? 0.02 : 1;
   const outputNormMean = tied ? logitScale / (Math.sqrt(p.dim) * embeddingStd) : 1;
   matrix('token_embd.weight', 'token_embd', 0, p.dim, vocabSize, embeddingStd);
-  for (let l = 0; l < p.layerCount; l++) {
+  for (let l = 0; l < layerCount; l++) {
     const b = `blk.${l}.`;
     vector(`${b}attn_norm.weight`, p.dim, 0.1, 1);
     matrix(`${b}attn_q.weight`, 'attn_q', l, p.dim, qDim, 1 / Math.sqrt(p.dim));
