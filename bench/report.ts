@@ -1,10 +1,18 @@
 /** The benchmark table: medians of every sample, kvfence against llama.cpp, with the targets the project set. */
 import { type EngineSamples, type KvfenceSamples, median } from './bench-types.js';
 
+/** llama.cpp's llama-bench on the same file: pp at an empty context, tg after a context of the prompt length. */
+export interface LlamaBenchSamples {
+  prefillTokensPerSecond: number[];
+  decodeTokensPerSecond: number[];
+}
+
 export interface ModelResult {
   model: string;
   kvfence: KvfenceSamples;
   llama: EngineSamples | undefined;
+  /** present when run.ts was given --llama-bench */
+  llamaBench?: LlamaBenchSamples | undefined;
 }
 
 const fixed = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
@@ -28,6 +36,22 @@ export function renderTable(results: readonly ModelResult[], threadCount: number
     };
     line('prefill tokens/s', median(k.prefillTokensPerSecond), l && median(l.prefillTokensPerSecond), '>= 0.8');
     line('decode tokens/s (1 stream)', median(k.decodeTokensPerSecond), l && median(l.decodeTokensPerSecond), '>= 1.0');
+    const b = r.llamaBench;
+    if (b !== undefined) {
+      // the same two measures against llama.cpp's own binary (its figures in the llama.cpp column)
+      line(
+        'prefill tokens/s vs llama-bench',
+        median(k.prefillTokensPerSecond),
+        median(b.prefillTokensPerSecond),
+        '>= 0.8',
+      );
+      line(
+        'decode tokens/s vs llama-bench',
+        median(k.decodeTokensPerSecond),
+        median(b.decodeTokensPerSecond),
+        '>= 1.0',
+      );
+    }
     const llamaSingle = l && median(l.decodeTokensPerSecond);
     for (const [streams, samples] of Object.entries(k.aggregateTokensPerSecond)) {
       const mine = median(samples);

@@ -6,9 +6,11 @@
  *
  *   npm run bench -- [--quick] [--models 135m-f16,15m-q8_0] [--threads 2] [--rounds 2] [--repetitions 3]
  *                    [--prompt 256] [--decode 64] [--chunk 256] [--streams 1,4,16] [--no-llama]
+ *                    [--llama-bench /path/to/llama-bench]   (or KVFENCE_LLAMA_BENCH: llama.cpp's own benchmark as a
+ *                                                            second baseline, run on the same files)
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +27,7 @@ import {
   type KvfenceSamples,
   RESULT_MARKER,
 } from './bench-types.js';
-import { type ModelResult, renderTable } from './report.js';
+import { type LlamaBenchSamples, type ModelResult, renderTable } from './report.js';
 
 const CACHE = join('.cache', 'bench');
 const ALL_MODELS = ['15m-f32', '15m-f16', '15m-q8_0', '135m-f32', '135m-f16', '135m-q8_0', '135m-q4_k_m', '135m-q6_k'];
@@ -42,6 +44,7 @@ const { values } = parseArgs({
     chunk: { type: 'string' },
     streams: { type: 'string', default: '1,4,16' },
     'no-llama': { type: 'boolean', default: false },
+    'llama-bench': { type: 'string', default: process.env.KVFENCE_LLAMA_BENCH },
   },
 });
 
@@ -66,6 +69,10 @@ const rounds = positive('rounds', values.rounds ?? (quick ? '1' : '2'));
 const repetitions = positive('repetitions', values.repetitions ?? (quick ? '2' : '3'));
 const promptTokens = positive('prompt', values.prompt!);
 const withLlama = values['no-llama'] !== true;
+const llamaBenchPath = values['llama-bench'];
+const llamaBench = llamaBenchPath !== undefined && existsSync(llamaBenchPath) ? llamaBenchPath : undefined;
+if (llamaBenchPath !== undefined && llamaBench === undefined)
+  process.stderr.write(`bench: llama-bench not found at ${llamaBenchPath}; the llama-bench rows are left out\n`);
 
 function runWorker<T>(script: string, job: BenchJob, env: NodeJS.ProcessEnv): T {
   const result = spawnSync(process.execPath, [fileURLToPath(new URL(script, import.meta.url)), JSON.stringify(job)], {
@@ -79,6 +86,39 @@ function runWorker<T>(script: string, job: BenchJob, env: NodeJS.ProcessEnv): T 
   if (result.status !== 0 || line === undefined)
     throw new Error(`${script} failed (exit ${result.status ?? result.signal})`);
   return JSON.parse(line.slice(RESULT_MARKER.length)) as T;
+}
+
+interface LlamaBenchEntry {
+  n_prompt: number;
+  n_gen: number;
+  n_depth: number;
+  samples_ts: number[];
+}
+
+/**
+ * llama.cpp's own benchmark binary on the same file and thread count: prompt processing of the prompt length from an
+ * empty context, and generation of the decode length after a context of the prompt length (what kvfence's decode
+ * figure measures). Its figures per repetition become samples like the engines'.
+ */
+function runLlamaBench(binary: string, modelPath: string, job: BenchJob): LlamaBenchSamples {
+  const prompt = String(job.promptTokens);
+  const threads = String(job.threadCount);
+  const gen = String(job.decodeTokens);
+  const reps = String(job.repetitions * rounds);
+  const args = ['-m', modelPath, '-t', threads, '-r', reps, '-p', prompt, '-n', gen, '-d', `0,${prompt}`, '-o', 'json'];
+  const result = spawnSync(binary, args, { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 });
+  if (result.status !== 0)
+    throw new Error(`${binary} failed (exit ${result.status ?? result.signal}): ${result.stderr}`);
+  const entries = JSON.parse(result.stdout) as LlamaBenchEntry[];
+  const samples = (pp: number, tg: number, depth: number) => {
+    const entry = entries.find((e) => e.n_prompt === pp && e.n_gen === tg && e.n_depth === depth);
+    if (entry === undefined) throw new Error(`${binary} printed no pp${pp}/tg${tg} at depth ${depth}`);
+    return entry.samples_ts;
+  };
+  return {
+    prefillTokensPerSecond: samples(job.promptTokens, 0, 0),
+    decodeTokensPerSecond: samples(0, job.decodeTokens, job.promptTokens),
+  };
 }
 
 function merge<T extends EngineSamples>(runs: T[]): T {
@@ -124,7 +164,17 @@ for (const m of models) {
   const kvfence = merge(kvfenceRuns);
   const extras = kvfenceRuns[0]!.extras;
   if (extras !== undefined) kvfence.extras = extras;
-  results.push({ model: `${m.preset} ${m.dtype}`, kvfence, llama: withLlama ? merge(llamaRuns) : undefined });
+  let llamaBenchSamples: LlamaBenchSamples | undefined;
+  if (llamaBench !== undefined) {
+    process.stderr.write(`bench: ${m.preset} ${m.dtype}: llama-bench\n`);
+    llamaBenchSamples = runLlamaBench(llamaBench, modelPath, job);
+  }
+  results.push({
+    model: `${m.preset} ${m.dtype}`,
+    kvfence,
+    llama: withLlama ? merge(llamaRuns) : undefined,
+    llamaBench: llamaBenchSamples,
+  });
 }
 
 const report = {

@@ -53,13 +53,14 @@ static inline V16 vloadQ8(const int8_t* q, float d) {
   const __m256 s = _mm256_set1_ps(d);
   return {_mm256_mul_ps(q8Widen8(q), s), _mm256_mul_ps(q8Widen8(q + 8), s)};
 }
-// d * q for the 16 int8 values packed little-endian in lo (lanes 0..7) and hi (lanes 8..15): vloadQ8 from registers
+#include "simd-q32-words.h"
+// 8 int8 packed little-endian in a word, as f32
 static inline __m256 i8Widen8(uint64_t q) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))));
 }
-static inline V16 vmulI8(uint64_t lo, uint64_t hi, float d) {
-  const __m256 s = _mm256_set1_ps(d);
-  return {_mm256_mul_ps(i8Widen8(lo), s), _mm256_mul_ps(i8Widen8(hi), s)};
+static inline void vcvtQ32(Q32 q, V16& lo, V16& hi) {
+  lo = {i8Widen8(q.w[0]), i8Widen8(q.w[1])};
+  hi = {i8Widen8(q.w[2]), i8Widen8(q.w[3])};
 }
 static inline float f16Scalar(uint16_t h) { return _cvtsh_ss(h); }
 

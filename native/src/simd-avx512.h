@@ -29,10 +29,68 @@ static inline V16 vloadQ8(const int8_t* q, float d) {
   const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))));
   return {_mm512_mul_ps(f, _mm512_set1_ps(d))};
 }
-// d * q for the 16 int8 values packed little-endian in lo (lanes 0..7) and hi (lanes 8..15): vloadQ8 from registers
-static inline V16 vmulI8(uint64_t lo, uint64_t hi, float d) {
-  const __m128i b = _mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo));
-  return {_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), _mm512_set1_ps(d))};
+// 32 quants of a block, one per 32-bit lane: values 0..15 in lo, 16..31 in hi (Q32; the operations' contract is in
+// simd-portable.h). Bytes widen as they are loaded (vpmovzxbd from memory), every later step is a lane-wise integer
+// operation, and single bits go through mask registers, so the only lane-crossing work is that widening and the
+// conversion to f32 is one instruction per 16 values.
+struct Q32 {
+  __m512i lo;
+  __m512i hi;
+};
+static inline __m512i widen16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+static inline Q32 q32Load(const uint8_t* p) { return {widen16(p), widen16(p + 16)}; }
+static inline Q32 q32Nibbles(const uint8_t* p) {
+  const __m512i v = widen16(p);
+  return {_mm512_and_si512(v, _mm512_set1_epi32(0x0f)), _mm512_srli_epi32(v, 4)};
+}
+static inline Q32 q32Bits(Q32 a, int shift, uint8_t mask) {
+  const __m128i s = _mm_cvtsi32_si128(shift);
+  const __m512i m = _mm512_set1_epi32(mask);
+  return {_mm512_and_si512(_mm512_srl_epi32(a.lo, s), m), _mm512_and_si512(_mm512_srl_epi32(a.hi, s), m)};
+}
+// the 32 bits at p as a mask: bit j for value j
+static inline __mmask32 bitsAt(const uint8_t* p) {
+  uint32_t b;
+  std::memcpy(&b, p, sizeof b);
+  return _cvtu32_mask32(b);
+}
+static inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+static inline __mmask32 bitOf(const uint8_t* p, int bit) { return _mm256_test_epi8_mask(load32(p), _mm256_set1_epi8(static_cast<char>(1 << bit))); }
+static inline __mmask32 bitNotOf(const uint8_t* p, int bit) { return _mm256_testn_epi8_mask(load32(p), _mm256_set1_epi8(static_cast<char>(1 << bit))); }
+static inline Q32 addWhere(Q32 a, __mmask32 k, int value) {
+  const __m512i v = _mm512_set1_epi32(value);
+  return {_mm512_mask_add_epi32(a.lo, static_cast<__mmask16>(k), a.lo, v),
+          _mm512_mask_add_epi32(a.hi, static_cast<__mmask16>(_kshiftri_mask32(k, 16)), a.hi, v)};
+}
+static inline Q32 subWhere(Q32 a, __mmask32 k, int value) {
+  const __m512i v = _mm512_set1_epi32(value);
+  return {_mm512_mask_sub_epi32(a.lo, static_cast<__mmask16>(k), a.lo, v),
+          _mm512_mask_sub_epi32(a.hi, static_cast<__mmask16>(_kshiftri_mask32(k, 16)), a.hi, v)};
+}
+static inline Q32 q32AddBits(Q32 a, const uint8_t* bits, uint8_t value) { return addWhere(a, bitsAt(bits), value); }
+static inline Q32 q32AddBitOf(Q32 a, const uint8_t* p, int bit, uint8_t value) { return addWhere(a, bitOf(p, bit), value); }
+// byte + 2^(kBits−1)·bit − 2^(kBits−1) is byte − 2^(kBits−1) where the bit is clear: one masked subtraction
+template <int kBits>
+static inline Q32 q32CentreBits(Q32 a, const uint8_t* bits) {
+  return subWhere(a, _knot_mask32(bitsAt(bits)), 1 << (kBits - 1));
+}
+template <int kBits>
+static inline Q32 q32CentreBitOf(Q32 a, const uint8_t* p, int bit) {
+  return subWhere(a, bitNotOf(p, bit), 1 << (kBits - 1));
+}
+static inline Q32 q32Or(Q32 a, Q32 b) { return {_mm512_or_si512(a.lo, b.lo), _mm512_or_si512(a.hi, b.hi)}; }
+template <int kShift>
+static inline Q32 q32Shl(Q32 a) {
+  return {_mm512_slli_epi32(a.lo, kShift), _mm512_slli_epi32(a.hi, kShift)};
+}
+template <int kBits>
+static inline Q32 q32Centre(Q32 a) {
+  const __m512i c = _mm512_set1_epi32(1 << (kBits - 1));
+  return {_mm512_sub_epi32(a.lo, c), _mm512_sub_epi32(a.hi, c)};
+}
+static inline void vcvtQ32(Q32 q, V16& lo, V16& hi) {
+  lo = {_mm512_cvtepi32_ps(q.lo)};
+  hi = {_mm512_cvtepi32_ps(q.hi)};
 }
 static inline float f16Scalar(uint16_t h) { return _cvtsh_ss(h); }
 

@@ -68,14 +68,12 @@ static inline V16 vloadQ8(const int8_t* q, float d) {
   return r;
 }
 
-// d * q for the 16 int8 values packed little-endian in lo (lanes 0..7) and hi (lanes 8..15): vloadQ8 from registers
-static inline V16 vmulI8(uint64_t lo, uint64_t hi, float d) {
-  V16 r;
-  for (int j = 0; j < 8; j++) {
-    r.v[j] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(lo >> (8 * j)))) * d;
-    r.v[j + 8] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(hi >> (8 * j)))) * d;
+#include "simd-q32-words.h"
+static inline void vcvtQ32(Q32 q, V16& lo, V16& hi) {
+  for (int j = 0; j < 16; j++) {
+    lo.v[j] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(q.w[j >> 3] >> (8 * (j & 7)))));
+    hi.v[j] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(q.w[2 + (j >> 3)] >> (8 * (j & 7)))));
   }
-  return r;
 }
 
 #define KVF_V16_BINARY(name, expr) \
