@@ -40,6 +40,19 @@ type ToChild =
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
+/** CPU time this process has used, ms (user + system): what a side costs, whatever else runs on the machine */
+function cpuMs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e3;
+}
+
+/** The child's reply: "ok <cpu ms it spent>" or "error: …" */
+function childCpuMs(reply: string): number {
+  const [word, ms] = reply.split(' ');
+  if (word !== 'ok') throw new Error(`sender failed: ${reply}`);
+  return Number(ms);
+}
+
 /** Single-core throughput of the per-page checksum and of encrypting a page as a frame (as the channel does), GB/s. */
 function hashThroughput(checksum: PageChecksum, pageBytes: number): { checksumGBs: number; aeadGBs: number } {
   const page = new Uint8Array(randomBytes(pageBytes));
@@ -89,6 +102,12 @@ async function parent(args: Args): Promise<void> {
   const bytes = args.pages * args.pageBytes;
   const transferMs: number[] = [];
   const rawMs: number[] = [];
+  const cpu = {
+    sender: [] as number[],
+    receiver: [] as number[],
+    rawSender: [] as number[],
+    rawReceiver: [] as number[],
+  };
   for (let run = 0; run < args.runs + 1; run++) {
     let open = true;
     const sink: KvPageSink = {
@@ -112,6 +131,7 @@ async function parent(args: Args): Promise<void> {
       deadlineMs: 600_000,
     });
     const t0 = performance.now();
+    const c0 = cpuMs();
     child.send({
       cmd: 'transfer',
       address: listener.address,
@@ -120,21 +140,29 @@ async function parent(args: Args): Promise<void> {
     } satisfies ToChild);
     const outcome = await handle.outcome;
     const t1 = performance.now();
+    const c1 = cpuMs();
     const reply = await fromChild();
-    if (outcome.state !== 'COMMITTED' || reply !== 'ok') throw new Error(`transfer failed: ${outcome.state} ${reply}`);
+    if (outcome.state !== 'COMMITTED') throw new Error(`transfer failed: ${outcome.state} ${reply}`);
+    const senderCpu = childCpuMs(reply);
     rawExpected = bytes;
     const rawFinished = new Promise<void>((r) => {
       rawDone = r;
     });
     const r0 = performance.now();
+    const rc0 = cpuMs();
     child.send({ cmd: 'raw', address: `127.0.0.1:${rawPort}`, bytes } satisfies ToChild);
     await rawFinished;
     const r1 = performance.now();
-    await fromChild();
+    const rc1 = cpuMs();
+    const rawSenderCpu = childCpuMs(await fromChild());
     if (run > 0) {
       // run 0 warms up both paths
       transferMs.push(t1 - t0);
       rawMs.push(r1 - r0);
+      cpu.sender.push(senderCpu);
+      cpu.receiver.push(c1 - c0);
+      cpu.rawSender.push(rawSenderCpu);
+      cpu.rawReceiver.push(rc1 - rc0);
     }
   }
   child.send({ cmd: 'exit' } satisfies ToChild);
@@ -154,6 +182,11 @@ async function parent(args: Args): Promise<void> {
   console.log(`  ratio transfer / raw: ${(gbs(t) / gbs(raw)).toFixed(2)}`);
   console.log(
     `  single core: xxh64 ${hashes.checksumGBs.toFixed(2)} GB/s, ${AEAD} encryption ${hashes.aeadGBs.toFixed(2)} GB/s`,
+  );
+  const side = (ms: number) => `${ms.toFixed(0)} ms (${gbs(ms).toFixed(2)} GB/s a core)`;
+  console.log(
+    `  CPU a side (medians): transfer sender ${side(median(cpu.sender))}, receiver ${side(median(cpu.receiver))}; ` +
+      `raw sender ${side(median(cpu.rawSender))}, receiver ${side(median(cpu.rawReceiver))}`,
   );
   console.log(
     `  runs (ms): transfer ${transferMs.map((x) => x.toFixed(0)).join(' ')} | raw ${rawMs.map((x) => x.toFixed(0)).join(' ')}`,
@@ -192,8 +225,10 @@ async function childMain(): Promise<void> {
           deadlineMs: 600_000,
           idleTimeoutMs: 10_000,
         });
-        await sender.send(sourceFor(ticket.pageCount, ticket.pageBytes), [{ id: 1, logprob: -1, top: [] }]);
-        process.send?.('ok');
+        const pages = sourceFor(ticket.pageCount, ticket.pageBytes);
+        const c0 = cpuMs();
+        await sender.send(pages, [{ id: 1, logprob: -1, top: [] }]);
+        process.send?.(`ok ${cpuMs() - c0}`);
       } catch (error) {
         process.send?.(`error: ${String(error)}`);
       }
@@ -202,6 +237,7 @@ async function childMain(): Promise<void> {
     const [host, port] = m.address.split(':') as [string, string];
     const all = source?.all ?? new Uint8Array(randomBytes(m.bytes));
     const pageBytes = source?.pageBytes ?? 1 << 20;
+    const c0 = cpuMs();
     const socket = netConnect({ host, port: Number(port) }, async () => {
       socket.setNoDelay(true);
       for (let offset = 0; offset < m.bytes; offset += pageBytes) {
@@ -209,7 +245,7 @@ async function childMain(): Promise<void> {
           await new Promise((r) => socket.once('drain', r));
         }
       }
-      socket.end(() => process.send?.('ok'));
+      socket.end(() => process.send?.(`ok ${cpuMs() - c0}`));
     });
   });
 }

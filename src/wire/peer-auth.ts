@@ -1,8 +1,9 @@
 /**
  * Peer authentication (DESIGN I10): both sides prove they hold the cluster secret, with fresh nonces from node:crypto,
- * before any transfer frame flows; then both derive per-session, per-direction keys that seal every frame
- * and encrypt every frame (secure-channel.ts). Three fixed-size messages (magic "KVFA", version 2; version 1 sent
- * frames in clear, so a version-1 peer is refused here rather than failing on its first frame):
+ * before any transfer frame flows; then both derive per-session, per-direction keys that seal (encrypt and
+ * authenticate) every frame (secure-channel.ts). Three fixed-size messages (magic "KVFA", version 3: frames sealed with
+ * AES-256-GCM; version 2 sealed them with ChaCha20-Poly1305 and version 1 sent them in clear, so an older peer is
+ * refused here rather than failing on its first frame):
  *
  *   initiator → responder  AUTH_HELLO      magic · version · nonceI (32)
  *   responder → initiator  AUTH_CHALLENGE  magic · version · nonceR (32) · proofR = HMAC(secret, "responder" · nonceI · nonceR)
@@ -24,11 +25,11 @@ import type { ByteStream } from './byte-stream.js';
 import { SecureChannel } from './secure-channel.js';
 
 const MAGIC = [0x4b, 0x56, 0x46, 0x41]; // "KVFA"
-const VERSION = 2;
+const VERSION = 3;
 const NONCE_BYTES = 32;
 const PROOF_BYTES = 32;
 const HEAD_BYTES = MAGIC.length + 1;
-const LABEL = 'kvfence/transfer/auth/v2';
+const LABEL = 'kvfence/transfer/auth/v3';
 
 export type PeerRole = 'initiator' | 'responder';
 
