@@ -57,3 +57,55 @@ test('a prompt over the context is refused with one line, before any work', () =
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /no such file/);
 });
+
+test('--json labels one pass cold; --repeat N warms up once and reports the medians of N measured passes as warm', () => {
+  const model = testModelFile({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 5, logitScale: 8 });
+  const keys = [
+    'model',
+    'promptTokens',
+    'tokens',
+    'logprobs',
+    'text',
+    'finishReason',
+    'speeds',
+    'measuredRuns',
+    'prefillTokensPerSecond',
+    'decodeTokensPerSecond',
+    'prefillTokensPerSecondRuns',
+    'decodeTokensPerSecondRuns',
+  ];
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[(xs.length - 1) / 2]!;
+  const args = ['generate', '--model', model, '--prompt', 'abc def', '-n', '6', '--json'];
+  const cold = runCli(args);
+  assert.equal(cold.status, 0, cold.stderr);
+  const c = JSON.parse(cold.stdout) as Record<string, unknown> & GenerateJson;
+  assert.deepEqual(Object.keys(c), keys);
+  assert.equal(c.speeds, 'cold');
+  assert.equal(c.measuredRuns, 1);
+  assert.deepEqual(c.prefillTokensPerSecondRuns, [c.prefillTokensPerSecond]);
+  assert.deepEqual(c.decodeTokensPerSecondRuns, [c.decodeTokensPerSecond]);
+
+  const warm = runCli([...args, '--repeat', '3']);
+  assert.equal(warm.status, 0, warm.stderr);
+  const w = JSON.parse(warm.stdout) as Record<string, unknown> & GenerateJson;
+  assert.deepEqual(Object.keys(w), keys);
+  assert.equal(w.speeds, 'warm');
+  assert.equal(w.measuredRuns, 3);
+  const prefillRuns = w.prefillTokensPerSecondRuns as number[];
+  const decodeRuns = w.decodeTokensPerSecondRuns as number[];
+  assert.equal(prefillRuns.length, 3);
+  assert.equal(decodeRuns.length, 3);
+  assert.equal(w.prefillTokensPerSecond, median(prefillRuns));
+  assert.equal(w.decodeTokensPerSecond, median(decodeRuns));
+  assert.deepEqual(w.tokens, c.tokens, 'repeating changes the speeds reported, never the answer');
+
+  const text = runCli(['generate', '--model', model, '--prompt', 'abc def', '-n', '6', '--repeat', '2']);
+  assert.equal(text.status, 0, text.stderr);
+  assert.match(text.stderr, /; warm: median of 2 after a warm-up\]\n$/);
+  const once = runCli(['generate', '--model', model, '--prompt', 'abc def', '-n', '6']);
+  assert.match(once.stderr, /; cold: one pass, no warm-up\]\n$/);
+  assert.equal(text.stdout, once.stdout, 'the text is printed once, not once per pass');
+  const zero = runCli([...args, '--repeat', '0']);
+  assert.equal(zero.status, 1);
+  assert.match(zero.stderr, /--repeat <n>' argument '0' is invalid\. expected an integer from 1 to 100/);
+});

@@ -1,8 +1,13 @@
-/** `kvfence generate`: one prompt through the model, printing the text and prefill/decode speeds (or one JSON object). */
+/**
+ * `kvfence generate`: one prompt through the model, printing the text and prefill/decode speeds (or one JSON object).
+ * A single pass measures a cold start (first touch of the weights, kernel warm-up); `--repeat N` runs one unmeasured
+ * warm-up pass, then N measured passes, and reports their medians, labelled warm, so figures compare with llama-bench's
+ * (which warms up too) like with like.
+ */
 import type { Command } from 'commander';
 import { ForwardPass } from '../compute/forward.js';
 import { BACKEND_PREFERENCES, type BackendPreference, selectBackend } from '../compute/select-backend.js';
-import { generate } from '../engine/generate.js';
+import { type GenerateResult, generate } from '../engine/generate.js';
 import { GREEDY } from '../engine/sampler.js';
 import { makeKvLayout, pagesForTokens } from '../kv/kv-layout.js';
 import { PagePool } from '../kv/page-pool.js';
@@ -23,6 +28,7 @@ interface GenerateCliOptions {
   topP: number;
   seed: number;
   json?: boolean;
+  repeat?: number;
   pageSize: number;
   chunk: number;
   backend: BackendPreference;
@@ -44,7 +50,28 @@ export function addGenerateCommand(program: Command): void {
     .option('--chunk <tokens>', 'prefill chunk size in tokens', parseInteger(1, 1 << 16), 64)
     .option('--backend <kind>', 'auto (native if built), native or reference', parseChoice(BACKEND_PREFERENCES), 'auto')
     .option('--json', 'print one JSON object instead of text')
+    .option(
+      '--repeat <n>',
+      'one warm-up pass, then n measured passes: report median (warm) speeds',
+      parseInteger(1, REPEAT_MAX),
+    )
     .action((o: GenerateCliOptions) => runGenerate(o));
+}
+
+/** Measured passes at most: each is a whole generation, so more only makes the command slow, not the median better. */
+const REPEAT_MAX = 100;
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function speeds(promptLength: number, result: GenerateResult): { prefill: number; decode: number } {
+  return {
+    prefill: promptLength / (result.prefillMs / 1000),
+    decode: result.tokens.length > 1 ? (result.tokens.length - 1) / (result.decodeMs / 1000) : 0,
+  };
 }
 
 function promptTokens(model: LoadedModel, o: GenerateCliOptions): number[] {
@@ -72,11 +99,15 @@ function runGenerate(o: GenerateCliOptions): void {
   const backend = selectBackend(o.backend, (line) => process.stderr.write(`${line}\n`));
   const forward = new ForwardPass(model, backend, pool);
   const decoder = new TextDecoder('utf-8');
-  const result = generate(forward, prompt, {
+  const options = {
     maxTokens: o.tokens,
     sampling: o.temperature === 0 ? GREEDY : { temperature: o.temperature, topK: o.topK, topP: o.topP, seed: o.seed },
     prefillChunkTokens: o.chunk,
-    isStopToken: (id) => model.tokenizer.isEndOfGeneration(id),
+    isStopToken: (id: number) => model.tokenizer.isEndOfGeneration(id),
+  };
+  // The first pass prints the text; with --repeat it is the warm-up and the measured passes print nothing.
+  const result = generate(forward, prompt, {
+    ...options,
     ...(o.json === true
       ? {}
       : {
@@ -84,8 +115,15 @@ function runGenerate(o: GenerateCliOptions): void {
             process.stdout.write(decoder.decode(model.tokenizer.decodeBytes([id]), { stream: true })),
         }),
   });
-  const prefillTokensPerSecond = prompt.length / (result.prefillMs / 1000);
-  const decodeTokensPerSecond = result.tokens.length > 1 ? (result.tokens.length - 1) / (result.decodeMs / 1000) : 0;
+  const measured =
+    o.repeat === undefined
+      ? [speeds(prompt.length, result)]
+      : Array.from({ length: o.repeat }, () => speeds(prompt.length, generate(forward, prompt, options)));
+  const prefillRuns = measured.map((m) => m.prefill);
+  const decodeRuns = measured.map((m) => m.decode);
+  const prefillTokensPerSecond = median(prefillRuns);
+  const decodeTokensPerSecond = median(decodeRuns);
+  const warmth = o.repeat === undefined ? 'cold' : 'warm';
   if (o.json === true) {
     const json = {
       model: model.path,
@@ -94,8 +132,12 @@ function runGenerate(o: GenerateCliOptions): void {
       logprobs: result.logprobs,
       text: model.tokenizer.decode(result.tokens),
       finishReason: result.finishReason,
+      speeds: warmth,
+      measuredRuns: measured.length,
       prefillTokensPerSecond,
       decodeTokensPerSecond,
+      prefillTokensPerSecondRuns: prefillRuns,
+      decodeTokensPerSecondRuns: decodeRuns,
     };
     process.stdout.write(`${JSON.stringify(json)}\n`);
     return;
@@ -103,6 +145,7 @@ function runGenerate(o: GenerateCliOptions): void {
   process.stdout.write(`${decoder.decode()}\n`);
   process.stderr.write(
     `[${prompt.length} prompt tokens: ${prefillTokensPerSecond.toFixed(1)} tokens/s prefill; ` +
-      `${result.tokens.length} generated: ${decodeTokensPerSecond.toFixed(1)} tokens/s decode; finish: ${result.finishReason}]\n`,
+      `${result.tokens.length} generated: ${decodeTokensPerSecond.toFixed(1)} tokens/s decode; finish: ${result.finishReason}; ` +
+      `${o.repeat === undefined ? 'cold: one pass, no warm-up' : `warm: median of ${o.repeat} after a warm-up`}]\n`,
   );
 }

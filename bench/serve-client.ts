@@ -1,0 +1,116 @@
+/**
+ * The streaming client of `bench:serve`: one POST /v1/completions with `stream: true`, timed token by token. The
+ * same bytes go to kvfence and to llama-server; what comes back is checked, not trusted: a stream counts only when
+ * it ends with [DONE], finish_reason "length", usage.completion_tokens equal to the tokens asked for, and as many
+ * text chunks (every token of the bench model is printable text, so each one is a chunk on both servers).
+ */
+import { Agent, request } from 'node:http';
+
+export interface CompletionBody {
+  prompt: number[] | string;
+  max_tokens: number;
+  [extra: string]: unknown;
+}
+
+export interface StreamTiming {
+  /** request written → first text chunk */
+  ttftMs: number;
+  /** gaps between consecutive text chunks */
+  itlMs: number[];
+  tokens: number;
+}
+
+/** Every limit of one stream: a stuck server fails the bench instead of hanging it. */
+const STREAM_TIMEOUT_MS = 10 * 60 * 1000;
+const RESPONSE_BYTES_MAX = 16 * 1024 * 1024;
+
+/**
+ * A new connection per stream, on both servers: llama-server closes a streamed response's connection, and a kept-alive
+ * socket reused at that moment fails the next request ("socket hang up"); a loopback connect costs far below a token.
+ */
+const fresh = new Agent({ keepAlive: false, maxSockets: 256 });
+
+interface StreamEvent {
+  choices?: { text?: string; finish_reason?: string | null }[];
+  usage?: { completion_tokens?: number };
+  error?: unknown;
+}
+
+/** One streamed completion; rejects with the reason when the server did not generate every token asked for. */
+export function streamCompletion(baseUrl: string, body: CompletionBody): Promise<StreamTiming> {
+  const payload = JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } });
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const chunkTimes: number[] = [];
+    let finishReason: string | undefined;
+    let usageTokens: number | undefined;
+    let done = false;
+    let pending = '';
+    let received = 0;
+    const fail = (why: string) => {
+      req.destroy();
+      reject(new Error(`${baseUrl}: ${why}`));
+    };
+    const onEvent = (data: string) => {
+      if (data === '[DONE]') {
+        done = true;
+        return;
+      }
+      const event = JSON.parse(data) as StreamEvent;
+      if (event.error !== undefined) return fail(`stream error ${JSON.stringify(event.error)}`);
+      const choice = event.choices?.[0];
+      if (choice?.text !== undefined && choice.text !== '') chunkTimes.push(performance.now());
+      if (choice?.finish_reason) finishReason = choice.finish_reason;
+      if (event.usage?.completion_tokens !== undefined) usageTokens = event.usage.completion_tokens;
+    };
+    const req = request(
+      `${baseUrl}/v1/completions`,
+      {
+        method: 'POST',
+        agent: fresh,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        timeout: STREAM_TIMEOUT_MS,
+      },
+      (res) => {
+        res.setEncoding('utf8');
+        res.on('data', (text: string) => {
+          received += text.length;
+          if (received > RESPONSE_BYTES_MAX) return fail('response over 16 MiB');
+          pending += text;
+          if (res.statusCode !== 200) return;
+          let end = pending.indexOf('\n\n');
+          while (end >= 0) {
+            const line = pending.slice(0, end).trim();
+            pending = pending.slice(end + 2);
+            if (line.startsWith('data: ')) onEvent(line.slice(6));
+            end = pending.indexOf('\n\n');
+          }
+        });
+        res.on('end', () => {
+          if (res.statusCode !== 200) return fail(`HTTP ${res.statusCode}: ${pending.slice(0, 300)}`);
+          const want = body.max_tokens;
+          if (!done) return fail('the stream ended without [DONE]');
+          if (finishReason !== 'length') return fail(`finish_reason ${finishReason}, expected length`);
+          if (usageTokens !== want) return fail(`usage.completion_tokens ${usageTokens}, expected ${want}`);
+          if (chunkTimes.length !== want) return fail(`${chunkTimes.length} text chunks, expected ${want}`);
+          resolve({
+            ttftMs: chunkTimes[0]! - started,
+            itlMs: chunkTimes.slice(1).map((t, i) => t - chunkTimes[i]!),
+            tokens: usageTokens,
+          });
+        });
+        res.on('error', (error) => fail(error.message));
+      },
+    );
+    req.on('timeout', () => fail(`no answer within ${STREAM_TIMEOUT_MS} ms`));
+    req.on('error', (error) => reject(new Error(`${baseUrl}: ${error.message} (${chunkTimes.length} tokens in)`)));
+    req.end(payload);
+  });
+}
+
+/** The q-quantile (0..1) of `values`, nearest rank. */
+export function quantile(values: readonly number[], q: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+}
