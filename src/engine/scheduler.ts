@@ -4,7 +4,8 @@
  * out of pages: no overcommit, no preemption, no truncation.
  *
  * Each step: every decoding sequence feeds its last token (1 each), then prefilling sequences, oldest first, take
- * prompt chunks of at most prefillChunkTokens from what is left of the step token budget.
+ * prompt chunks of at most prefillChunkTokens from what is left of the step token budget — and, while any sequence
+ * decodes, of at most prefillChunkTokens in all, so a decoder's next token never waits behind several prompts.
  */
 import type { ForwardInput } from '../compute/forward.js';
 import { assert } from '../util/assert.js';
@@ -27,6 +28,9 @@ export function planStep(config: EngineConfig, running: readonly Sequence[]): Pl
     budget--;
   }
   assert(budget >= 0, 'the step budget covers every decoding sequence (validated at startup)');
+  // While anyone decodes, prompts get one chunk a step in all: a step's time is every decoder's inter-token time, so
+  // other tenants' long prompts cannot stretch it past one chunk's prefill (I11)
+  if (planned.length > 0) budget = Math.min(budget, config.prefillChunkTokens);
   for (const seq of running) {
     if (seq.state !== 'prefilling' || budget === 0) continue;
     assert(seq.table !== undefined, 'a prefilling sequence has pages');
