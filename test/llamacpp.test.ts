@@ -14,8 +14,8 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { generate } from '../src/engine/generate.js';
 import { GREEDY } from '../src/engine/sampler.js';
-import { newPageTable } from '../src/kv/page-table.js';
 import type { TestModelOptions } from '../src/model/test-model.js';
+import { prefillLogits } from './helpers/forward-checks.js';
 import {
   largestLogprobGap,
   llamaCpp,
@@ -81,14 +81,10 @@ for (const c of CASES) {
         const ids = model.tokenizer.encode(PROMPT, { addSpecial: false });
         assert.deepEqual(ids, reference.tokenize(PROMPT, false), 'prompt token ids');
 
-        const forward = forwardFor(model, Math.ceil(ids.length / 16));
-        const table = newPageTable({ tenant: 't', request: 'r' });
-        assert.ok(forward.pool.grow(table, Math.ceil(ids.length / 16)));
-        const [out] = forward.run([{ table, tokens: ids, logits: 'all' }]);
-        assert.ok(out?.ok);
+        const logits = prefillLogits(forwardFor(model, Math.ceil(ids.length / 16)), ids, ids.length);
         const theirs = await llamaCppLogprobs(reference, ids);
         const vocab = model.config.vocabSize;
-        const worst = largestLogprobGap(out.logits, theirs, vocab);
+        const worst = largestLogprobGap(logits, theirs, vocab);
         t.diagnostic(
           `${ids.length} positions × ${vocab} tokens: largest |Δ log p| = ${worst.toExponential(2)} (tolerance ${c.logprobTolerance})`,
         );

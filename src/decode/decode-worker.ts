@@ -16,7 +16,7 @@ import type { PoolStats } from '../cluster/control-protocol.js';
 import { poolStats } from '../cluster/pool-stats.js';
 import { checkFits, pickAdmissions, validateRequest } from '../engine/admission.js';
 import type { BatchRunner } from '../engine/batch-runner.js';
-import { choiceRequest, pagesOfRequest, requestPages } from '../engine/choice-group.js';
+import { choiceRequest, pagesOfRequest, tailPages } from '../engine/choice-group.js';
 import type { GenerationSink } from '../engine/inference-worker.js';
 import { poolRoom } from '../engine/page-grant.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
@@ -214,7 +214,6 @@ export class DecodeWorker {
     const owner = { tenant: request.tenant, request: request.id };
     const transfer = reserveTransferSink(pool, owner, request.promptTokens.length);
     assert(transfer !== undefined, 'admission checked the free pages');
-    const { pageSize } = pool.layout;
     const prompt = request.promptTokens.length;
     const reserve = (count: number) => {
       const r = pool.reserve(owner, count);
@@ -223,7 +222,7 @@ export class DecodeWorker {
     };
     // one choice's pages (prompt + maxTokens) as for any request, then each other choice's own tail
     const extra = reserve(pagesForTokens(pool.layout, prompt + request.maxTokens) - transfer.sink.pageCount);
-    const tail = requestPages(pageSize, prompt, request.maxTokens, 1) - Math.floor(prompt / pageSize);
+    const tail = tailPages(pool.layout.pageSize, prompt, request.maxTokens);
     const siblings = Array.from({ length: (request.choices ?? 1) - 1 }, () => reserve(tail));
     let handle: TransferHandle;
     try {

@@ -20,11 +20,14 @@ import { assert } from '../util/assert.js';
 import type { ChoiceEnd, GenerationRequest } from './request.js';
 import type { SequenceSampler } from './sequence-sampler.js';
 
+/** A choice's own pages: prompt + maxTokens less the prompt's whole pages (the head the choices share). */
+export function tailPages(pageSize: number, promptLength: number, maxTokens: number): number {
+  return Math.ceil((promptLength + maxTokens) / pageSize) - Math.floor(promptLength / pageSize);
+}
+
 /** Pages a request needs: prompt + maxTokens for one choice; with n choices, the head once and a tail per choice. */
 export function requestPages(pageSize: number, promptLength: number, maxTokens: number, choices: number): number {
-  const one = Math.ceil((promptLength + maxTokens) / pageSize);
-  const head = Math.floor(promptLength / pageSize);
-  return head + choices * (one - head);
+  return Math.floor(promptLength / pageSize) + choices * tailPages(pageSize, promptLength, maxTokens);
 }
 
 /** Choice i draws with seed + i, so n seeded choices differ from each other yet repeat run to run. */
@@ -57,9 +60,9 @@ export class ChoiceGroup {
   }
 
   static of(request: GenerationRequest, pageSize: number): ChoiceGroup {
-    const head = Math.floor(request.promptTokens.length / pageSize);
-    const one = requestPages(pageSize, request.promptTokens.length, request.maxTokens, 1);
-    return new ChoiceGroup(request.choices ?? 1, head, one - head);
+    const prompt = request.promptTokens.length;
+    const tail = tailPages(pageSize, prompt, request.maxTokens);
+    return new ChoiceGroup(request.choices ?? 1, Math.floor(prompt / pageSize), tail);
   }
 
   /**
