@@ -36,8 +36,18 @@ interface StreamEvent {
   error?: unknown;
 }
 
+/**
+ * The API keys of the bench's three tenants: the measured clients, the probe and the busy neighbour (kvfence serves
+ * them as three tenants, so the neighbour rows measure one tenant's load on another; llama-server ignores the header).
+ */
+export const BENCH_KEYS = {
+  clients: 'kvfence-bench-clients-key',
+  probe: 'kvfence-bench-probe-key',
+  busy: 'kvfence-bench-busy-key',
+} as const;
+
 /** One streamed completion; rejects with the reason when the server did not generate every token asked for. */
-export function streamCompletion(baseUrl: string, body: CompletionBody): Promise<StreamTiming> {
+export function streamCompletion(baseUrl: string, body: CompletionBody, apiKey: string): Promise<StreamTiming> {
   const payload = JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } });
   return new Promise((resolve, reject) => {
     const started = performance.now();
@@ -68,7 +78,11 @@ export function streamCompletion(baseUrl: string, body: CompletionBody): Promise
       {
         method: 'POST',
         agent: fresh,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+          authorization: `Bearer ${apiKey}`,
+        },
         timeout: STREAM_TIMEOUT_MS,
       },
       (res) => {

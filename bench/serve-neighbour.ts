@@ -9,7 +9,7 @@
  */
 import { request } from 'node:http';
 import { SeededRandom } from '../src/util/random.js';
-import { type CompletionBody, type StreamTiming, streamCompletion } from './serve-client.js';
+import { BENCH_KEYS, type CompletionBody, type StreamTiming, streamCompletion } from './serve-client.js';
 
 export const NEIGHBOUR_MODES = ['alone', 'slow-uploads', 'long-prompts'] as const;
 export type NeighbourMode = (typeof NEIGHBOUR_MODES)[number];
@@ -32,7 +32,11 @@ function startBusy(
     const uploads = Array.from({ length: UPLOADS }, () => {
       const req = request(`${baseUrl}/v1/completions`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'content-length': UPLOAD_BYTES },
+        headers: {
+          'content-type': 'application/json',
+          'content-length': UPLOAD_BYTES,
+          authorization: `Bearer ${BENCH_KEYS.busy}`,
+        },
       });
       req.on('error', () => {}); // a server that gives up on a slow upload closes it: expected here
       let sent = 0;
@@ -58,7 +62,7 @@ function startBusy(
       while (text.length < LONG_PROMPT_CHARS) {
         text += ` ${Array.from({ length: 3 + random.nextInt(6) }, () => String.fromCharCode(97 + random.nextInt(26))).join('')}`;
       }
-      await streamCompletion(baseUrl, { ...body(text), max_tokens: 1 });
+      await streamCompletion(baseUrl, { ...body(text), max_tokens: 1 }, BENCH_KEYS.busy);
     }
   })();
   loop.catch(() => {}); // handled here so it cannot crash the process early; stopping awaits it and rethrows
@@ -85,7 +89,7 @@ export async function probeBeside(
   const timings: StreamTiming[] = [];
   try {
     await new Promise((r) => setTimeout(r, 500)); // let the busy client get going first
-    for (const probe of probes) timings.push(await streamCompletion(baseUrl, probe));
+    for (const probe of probes) timings.push(await streamCompletion(baseUrl, probe, BENCH_KEYS.probe));
   } finally {
     await stop();
   }

@@ -3,10 +3,12 @@
  * before the other starts, so they never share the machine's cores.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { hashApiKey } from '../src/gateway/tenants.js';
+import { BENCH_KEYS } from './serve-client.js';
 
 export interface RunningServer {
   name: 'kvfence' | 'llama-server';
@@ -66,18 +68,37 @@ async function waitHealthy(baseUrl: string, child: ChildProcess, name: string): 
   throw new Error(`${name} was not healthy within ${START_TIMEOUT_MS} ms`);
 }
 
+/** The bench's three tenants (BENCH_KEYS) as a `--api-keys` file. */
+function writeKeyFile(scratch: string): string {
+  const path = join(scratch, 'api-keys.json');
+  const keys = Object.entries(BENCH_KEYS).map(([tenant, key]) => ({ tenant, sha256: hashApiKey(key) }));
+  writeFileSync(path, JSON.stringify({ keys }));
+  return path;
+}
+
 /** `kvfence serve` on the native backend (it insists: no silent fall back to the slow reference backend). */
 export async function startKvfence(modelPath: string, scratch: string, maxContext: number): Promise<RunningServer> {
   const port = await freePort();
   const main = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
   const args = [main, 'serve', '--model', modelPath, '--backend', 'native', '--port', String(port)];
   args.push('--max-context', String(maxContext), '--log-level', 'warn');
-  args.push('--incidents-db', join(scratch, 'incidents.sqlite'));
+  args.push('--incidents-db', join(scratch, 'incidents.sqlite'), '--api-keys', writeKeyFile(scratch));
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   const baseUrl = `http://127.0.0.1:${port}`;
-  await waitHealthy(baseUrl, child, 'kvfence serve');
-  const models = (await (await fetch(`${baseUrl}/v1/models`)).json()) as { data: { id: string }[] };
-  return { name: 'kvfence', baseUrl, model: models.data[0]!.id, stop: stopper(child) };
+  const stop = stopper(child);
+  try {
+    await waitHealthy(baseUrl, child, 'kvfence serve');
+    const models = await fetch(`${baseUrl}/v1/models`, {
+      headers: { authorization: `Bearer ${BENCH_KEYS.clients}` },
+      signal: AbortSignal.timeout(10_000),
+    });
+    if (!models.ok) throw new Error(`kvfence serve: GET /v1/models answered ${models.status}`);
+    const list = (await models.json()) as { data: { id: string }[] };
+    return { name: 'kvfence', baseUrl, model: list.data[0]!.id, stop };
+  } catch (error) {
+    await stop(); // never leave the server running behind a failed start
+    throw error;
+  }
 }
 
 /**

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { SeededRandom } from '../src/util/random.js';
 import { median } from './bench-types.js';
-import { type CompletionBody, quantile, streamCompletion } from './serve-client.js';
+import { BENCH_KEYS, type CompletionBody, quantile, streamCompletion } from './serve-client.js';
 import { ensureServeModel } from './serve-model.js';
 import { LONG_PROMPT_CHARS, NEIGHBOUR_MODES, type NeighbourResult, probeBeside } from './serve-neighbour.js';
 import {
@@ -100,7 +100,8 @@ async function measureLevel(server: RunningServer, clients: number, firstIndex: 
       Array.from({ length: clients }, async (_, c) => {
         const mine = [];
         for (let r = 0; r < requestsPerClient; r++) {
-          mine.push(await streamCompletion(server.baseUrl, body(server.model, base + c * requestsPerClient + r)));
+          const index = base + c * requestsPerClient + r;
+          mine.push(await streamCompletion(server.baseUrl, body(server.model, index), BENCH_KEYS.clients));
         }
         return mine;
       }),
@@ -128,10 +129,12 @@ async function benchServer(start: () => Promise<RunningServer>): Promise<ServerR
     process.stderr.write(`bench:serve: ${server.name} at ${server.baseUrl}\n`);
     // Warm-up, not measured: one stream alone, then the largest concurrency once (indices no measured request uses).
     const warmBase = 10_000_000;
-    await streamCompletion(server.baseUrl, body(server.model, warmBase));
+    await streamCompletion(server.baseUrl, body(server.model, warmBase), BENCH_KEYS.clients);
     const most = Math.max(...levels);
     await Promise.all(
-      Array.from({ length: most }, (_, c) => streamCompletion(server.baseUrl, body(server.model, warmBase + 1 + c))),
+      Array.from({ length: most }, (_, c) =>
+        streamCompletion(server.baseUrl, body(server.model, warmBase + 1 + c), BENCH_KEYS.clients),
+      ),
     );
     const results: LevelResult[] = [];
     let index = 0;

@@ -278,26 +278,38 @@ class Context : public Napi::ObjectWrap<Context> {
                    static_cast<int32_t>(layer), static_cast<int32_t>(headCount), static_cast<int32_t>(kvHeadCount),
                    static_cast<int32_t>(headDim), static_cast<int32_t>(pageSize), static_cast<int32_t>(kvDim), floatsPerPage},
                   &k};
-    // one task: a row's query heads of one KV head, at most kAttentionHeadsMax of them
+    // tiles: up to kAttentionRowsMax consecutive rows of one sequence (the same page table and first position), so
+    // a prefill chunk's rows share each block of K/V while it is in L1; a decode batch's rows are tiles of one
+    std::vector<int32_t> tileBegins;
+    for (int64_t r = 0; r < rowCount; r++) {
+      const bool joins = !tileBegins.empty() && r - tileBegins.back() < kAttentionRowsMax &&
+                         pageTableStarts.data[r] == pageTableStarts.data[tileBegins.back()] &&
+                         kvStarts.data[r] == kvStarts.data[tileBegins.back()];
+      if (!joins) tileBegins.push_back(static_cast<int32_t>(r));
+    }
+    tileBegins.push_back(static_cast<int32_t>(rowCount));
+    // one task: a tile's query heads of one KV head, at most kAttentionHeadsMax of them
     const int64_t group = headCount / kvHeadCount;
     const int64_t partsPerGroup = (group + kAttentionHeadsMax - 1) / kAttentionHeadsMax;
-    const int64_t tasks = rowCount * kvHeadCount * partsPerGroup;
+    const int64_t tiles = static_cast<int64_t>(tileBegins.size()) - 1;
+    const int64_t tasks = tiles * kvHeadCount * partsPerGroup;
     if (tasks > INT32_MAX) throwRange(env, "too many attention tasks in one call");
     struct Task {
       Job job;
+      const int32_t* tileBegins;
       int32_t group;
       int32_t partsPerGroup;
     };
-    const Task task{job, static_cast<int32_t>(group), static_cast<int32_t>(partsPerGroup)};
+    const Task task{job, tileBegins.data(), static_cast<int32_t>(group), static_cast<int32_t>(partsPerGroup)};
     auto one = [](const void* c, int32_t t) {
       const auto* j = static_cast<const Task*>(c);
-      const int32_t perRow = j->job.args.kvHeadCount * j->partsPerGroup;
-      const int32_t row = t / perRow;
-      const int32_t kvHead = (t % perRow) / j->partsPerGroup;
+      const int32_t perTile = j->job.args.kvHeadCount * j->partsPerGroup;
+      const int32_t tile = t / perTile;
+      const int32_t kvHead = (t % perTile) / j->partsPerGroup;
       const int32_t part = t % j->partsPerGroup;
       const int32_t firstHead = kvHead * j->group + part * kAttentionHeadsMax;
       const int32_t heads = std::min(kAttentionHeadsMax, j->group - part * kAttentionHeadsMax);
-      j->job.k->attention(j->job.args, row, firstHead, heads);
+      j->job.k->attention(j->job.args, j->tileBegins[tile], j->tileBegins[tile + 1], firstHead, heads);
     };
     if (work * qDim * 2 < kInlineWork) {
       for (int32_t t = 0; t < static_cast<int32_t>(tasks); t++) one(&task, t);

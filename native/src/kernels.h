@@ -67,6 +67,7 @@ constexpr BlockShape blockShape(WeightType t) {
 }
 constexpr int kHeadDimMax = 1024;      // attention keeps its heads' accumulators on the stack
 constexpr int kAttentionHeadsMax = 4;  // query heads of one KV head that one attention call handles together
+constexpr int kAttentionRowsMax = 8;   // rows of one sequence that one attention call handles together
 
 struct MatmulArgs {
   float* out;        // (rowCount, outDim)
@@ -109,8 +110,9 @@ struct KernelTable {
   const char* name;
   // outputs [oBegin, oEnd) of every row
   void (*matmul)(const MatmulArgs& a, int32_t oBegin, int32_t oEnd);
-  // heads [firstHead, firstHead + heads) of one row, all of one KV head, heads <= kAttentionHeadsMax
-  void (*attention)(const AttentionArgs& a, int32_t row, int32_t firstHead, int32_t heads);
+  // rows [rowBegin, rowEnd) of one sequence (the same page table and first position, at most kAttentionRowsMax),
+  // heads [firstHead, firstHead + heads), all of one KV head, heads <= kAttentionHeadsMax
+  void (*attention)(const AttentionArgs& a, int32_t rowBegin, int32_t rowEnd, int32_t firstHead, int32_t heads);
   // rows [rBegin, rEnd)
   void (*rmsNorm)(float* out, const float* x, const float* weight, int32_t dim, double eps, int32_t rBegin, int32_t rEnd);
   void (*rope)(const RopeArgs& a, int32_t rBegin, int32_t rEnd);

@@ -119,6 +119,13 @@ const FLAGS: readonly Flag[] = [
     default: SERVE_DEFAULTS.stepTokens,
   },
   {
+    flags: '--decode-step-ms <ms>',
+    help: "while anything decodes, a step's prompt tokens are sized to last about this long (decoders' inter-token time)",
+    on: ENGINE,
+    parse: int(1, LIMITS.decodeStepMsMax),
+    default: SERVE_DEFAULTS.decodeStepMs,
+  },
+  {
     flags: '--tenant-max-concurrent <n>',
     help: 'default per-tenant requests in flight, cluster-wide (more: 429)',
     on: HTTP,
@@ -312,6 +319,7 @@ export interface ParsedFlags {
   queueTimeoutMs: number;
   prefillChunk: number;
   stepTokens: number;
+  decodeStepMs: number;
   tenantMaxConcurrent: number;
   tenantKvPages?: number;
   prefixCachePages?: number;
@@ -358,6 +366,7 @@ export function serveConfigOf(o: ParsedFlags): ServeConfig {
     queueTimeoutMs: o.queueTimeoutMs,
     prefillChunk: o.prefillChunk,
     stepTokens: o.stepTokens,
+    decodeStepMs: o.decodeStepMs,
     tenantConcurrentMax: o.tenantMaxConcurrent,
     ...(o.tenantKvPages !== undefined ? { tenantKvPages: o.tenantKvPages } : {}),
     ...(o.prefixCachePages !== undefined ? { prefixCachePages: o.prefixCachePages } : {}),
@@ -397,6 +406,7 @@ export function workerConfigOf(
       queueTimeoutMs: o.queueTimeoutMs,
       prefillChunkTokens: o.prefillChunk,
       stepTokenBudget: o.stepTokens,
+      decodeStepMs: o.decodeStepMs,
       prefixCachePages: o.prefixCachePages ?? 0,
     },
     controlListen:

@@ -17,6 +17,8 @@ export interface EngineConfig {
   prefillChunkTokens: number;
   /** tokens (decode + prefill) of all sequences per step at most; at least runningMax so every decoder advances */
   stepTokenBudget: number;
+  /** while any sequence decodes, a step's prompt tokens are sized to last about this long (absent: one full chunk) */
+  decodeStepMs?: number;
   /** end-of-generation tokens: generation stops before emitting one */
   isStopToken: (id: number) => boolean;
   /** the vocabulary's compiled response formats (absent: requests with a response format are refused) */
@@ -35,6 +37,7 @@ export function validateEngineConfig(c: EngineConfig): void {
   check('the queue timeout (ms)', c.queueTimeoutMs, 1, LIMITS.queueTimeoutMsMax);
   check('the prefill chunk', c.prefillChunkTokens, 1, LIMITS.stepTokensMax);
   check('the step token budget', c.stepTokenBudget, 1, LIMITS.stepTokensMax);
+  if (c.decodeStepMs !== undefined) check('the decode step time (ms)', c.decodeStepMs, 1, LIMITS.decodeStepMsMax);
   if (c.stepTokenBudget < c.runningMax) {
     throw new KvfenceError(
       'invalid_argument',

@@ -1,6 +1,7 @@
 /**
  * The serving engine: queues, the running batch and one `step()` at a time (expire → admit → plan → forward → sample →
- * release). No I/O and no timers: time comes in as an argument, results go out as returned events, so the same engine
+ * release). No I/O and no timers: time comes in as an argument (the engine times its own forward passes only to size
+ * prompt chunks beside decoders, prefill-pace.ts), results go out as returned events, so the same engine
  * runs under the colocated worker, a decode worker, or a test calling step() in a loop.
  */
 import type { ForwardOutput, ForwardPass } from '../compute/forward.js';
@@ -15,9 +16,10 @@ import { checkFits, pickAdmissions, validateRequest } from './admission.js';
 import { ChoiceGroup, choiceRequest, pagesOfRequest } from './choice-group.js';
 import { type EngineConfig, validateEngineConfig } from './engine-config.js';
 import { grantPages, poolRoom } from './page-grant.js';
+import { PrefillPace } from './prefill-pace.js';
 import type { EngineEvent, GeneratedToken, GenerationRequest } from './request.js';
 import { SamplingScratch } from './sampler.js';
-import { planStep } from './scheduler.js';
+import { type PlannedInput, planStep } from './scheduler.js';
 import { Sequence } from './sequence.js';
 import { type SamplingEnv, SequenceSampler, samplingEnv, type TokenChoice } from './sequence-sampler.js';
 import { describeToken } from './token-logprobs.js';
@@ -81,6 +83,7 @@ export class Engine {
   private readonly prefixCache: PrefixCache | undefined;
   private readonly sampling: SamplingEnv;
   private readonly scratch: SamplingScratch;
+  private readonly pace: PrefillPace | undefined;
 
   constructor(
     readonly config: EngineConfig,
@@ -92,6 +95,8 @@ export class Engine {
     this.prefixCache = options.prefixCache;
     this.sampling = samplingEnv(config.vocabSize, config.isStopToken, config.grammars);
     this.scratch = new SamplingScratch(config.vocabSize);
+    this.pace =
+      config.decodeStepMs !== undefined ? new PrefillPace(config.decodeStepMs, config.prefillChunkTokens) : undefined;
     // I1 again where the pages are: the largest accepted request fits the pool.
     assert(
       pagesForTokens(this.pool.layout, config.provenContext) <= this.pool.pageCount,
@@ -215,11 +220,13 @@ export class Engine {
     const events: EngineEvent[] = [];
     this.expireWaiting(nowMs, events);
     this.admit();
-    const planned = planStep(this.config, this.running);
+    const planned = planStep(this.config, this.running, this.pace?.tokensBesideDecoders());
     if (planned.length === 0) return events;
     let outputs: ForwardOutput[];
     try {
+      const started = performance.now();
       outputs = this.forward.run(planned.map((p) => p.input));
+      this.timeStep(planned, performance.now() - started);
     } catch (error) {
       // A bug in the batch (not a request's fault): fail its requests honestly (I6) and free their pages (I8).
       const bug = error instanceof Error ? error : new Error(errorMessage(error));
@@ -241,6 +248,17 @@ export class Engine {
       }
     });
     return events;
+  }
+
+  private timeStep(planned: readonly PlannedInput[], ms: number): void {
+    if (this.pace === undefined) return;
+    let promptTokens = 0;
+    for (const p of planned) if (p.seq.state === 'prefilling') promptTokens += p.input.tokens.length;
+    this.pace.record(
+      promptTokens,
+      planned.some((p) => p.seq.state === 'decoding'),
+      ms,
+    );
   }
 
   /** Fails every request (shutdown); each gets its end event and its pages back. */

@@ -3,9 +3,10 @@
  * is admitted only when its whole need (prompt + maxTokens, in pages) can be reserved, so a running sequence never runs
  * out of pages: no overcommit, no preemption, no truncation.
  *
- * Each step: every decoding sequence feeds its last token (1 each), then prefilling sequences, oldest first, take
- * prompt chunks of at most prefillChunkTokens from what is left of the step token budget — and, while any sequence
- * decodes, of at most prefillChunkTokens in all, so a decoder's next token never waits behind several prompts.
+ * Each step: every decoding sequence feeds its last token (1 each), then prefilling sequences take prompt chunks of
+ * at most prefillChunkTokens from what is left of the step token budget — and, while any sequence decodes, of at most
+ * `besideDecoders` tokens in all (prefill-pace.ts sizes it to a step time), so a decoder's next token never waits
+ * behind several prompts. Prompt tokens are shared equally among tenants, oldest first inside a tenant.
  */
 import type { ForwardInput } from '../compute/forward.js';
 import { assert } from '../util/assert.js';
@@ -18,7 +19,11 @@ export interface PlannedInput {
 }
 
 /** This step's forward inputs: decode tokens first, then prefill chunks under the step token budget. */
-export function planStep(config: EngineConfig, running: readonly Sequence[]): PlannedInput[] {
+export function planStep(
+  config: EngineConfig,
+  running: readonly Sequence[],
+  besideDecoders = config.prefillChunkTokens,
+): PlannedInput[] {
   const planned: PlannedInput[] = [];
   let budget = config.stepTokenBudget;
   for (const seq of running) {
@@ -28,22 +33,59 @@ export function planStep(config: EngineConfig, running: readonly Sequence[]): Pl
     budget--;
   }
   assert(budget >= 0, 'the step budget covers every decoding sequence (validated at startup)');
-  // While anyone decodes, prompts get one chunk a step in all: a step's time is every decoder's inter-token time, so
-  // other tenants' long prompts cannot stretch it past one chunk's prefill (I11)
-  if (planned.length > 0) budget = Math.min(budget, config.prefillChunkTokens);
-  for (const seq of running) {
-    if (seq.state !== 'prefilling' || budget === 0) continue;
-    assert(seq.table !== undefined, 'a prefilling sequence has pages');
+  // While anyone decodes, prompts get `besideDecoders` tokens a step in all: a step's time is every decoder's
+  // inter-token time, so other tenants' long prompts cannot stretch it past that much prefill (I11)
+  assert(besideDecoders >= 1, 'prompts advance beside decoders');
+  if (planned.length > 0) budget = Math.min(budget, besideDecoders);
+  const prompts = running.filter((seq) => seq.state === 'prefilling');
+  const grants = fairShares(prompts, budget, config.prefillChunkTokens);
+  prompts.forEach((seq, i) => {
+    const count = grants[i]!;
+    if (count === 0 || seq.table === undefined) return;
     const prompt = seq.request.promptTokens;
     const start = seq.table.writtenTokens;
-    const count = Math.min(config.prefillChunkTokens, prompt.length - start, budget);
-    assert(count > 0, 'a prefilling sequence has prompt left');
     const last = start + count === prompt.length;
     planned.push({
       seq,
       input: { table: seq.table, tokens: prompt.slice(start, start + count), logits: last ? 'last' : 'none' },
     });
-    budget -= count;
-  }
+  });
   return planned;
+}
+
+/**
+ * Prompt tokens per prefilling sequence: the budget is shared equally among tenants (what one leaves unused goes to
+ * the others), so a tenant with many or long prompts cannot slow another's first token more than an equal share would
+ * (I11); inside a tenant, oldest first. No sequence gets more than a chunk or what is left of its prompt.
+ */
+function fairShares(prompts: readonly Sequence[], budget: number, chunk: number): number[] {
+  const wants = prompts.map((seq) => {
+    assert(seq.table !== undefined, 'a prefilling sequence has pages');
+    const want = Math.min(chunk, seq.request.promptTokens.length - seq.table.writtenTokens);
+    assert(want > 0, 'a prefilling sequence has prompt left');
+    return want;
+  });
+  const tenants = new Map<string, { want: number; got: number }>();
+  prompts.forEach((seq, i) => {
+    const t = tenants.get(seq.tenant) ?? tenants.set(seq.tenant, { want: 0, got: 0 }).get(seq.tenant)!;
+    t.want += wants[i]!;
+  });
+  let left = budget;
+  let open = [...tenants.values()]; // oldest request's tenant first: it gets the rounding's spare tokens
+  for (let round = 0; left > 0 && open.length > 0; round++) {
+    assert(round <= budget, 'every round hands out at least one token');
+    const share = Math.max(1, Math.floor(left / open.length));
+    for (const t of open) {
+      const give = Math.min(share, t.want - t.got, left);
+      t.got += give;
+      left -= give;
+    }
+    open = open.filter((t) => t.got < t.want);
+  }
+  return prompts.map((seq, i) => {
+    const t = tenants.get(seq.tenant)!;
+    const count = Math.min(wants[i]!, t.got);
+    t.got -= count;
+    return count;
+  });
 }

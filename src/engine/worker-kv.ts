@@ -27,6 +27,8 @@ export interface WorkerSettings {
   queueTimeoutMs: number;
   prefillChunkTokens: number;
   stepTokenBudget: number;
+  /** while anything decodes, a step's prompt tokens are sized to last about this long */
+  decodeStepMs: number;
   /** pages of prompt KV each tenant's prefix cache may hold (0: no prefix cache) */
   prefixCachePages: number;
 }
@@ -67,6 +69,7 @@ export function engineConfigOf(model: LoadedModel, settings: WorkerSettings, pro
     queueTimeoutMs: settings.queueTimeoutMs,
     prefillChunkTokens: settings.prefillChunkTokens,
     stepTokenBudget: settings.stepTokenBudget,
+    decodeStepMs: settings.decodeStepMs,
     isStopToken: (id) => model.tokenizer.isEndOfGeneration(id),
     grammars: grammarCacheFor(model.tokenizer),
   };

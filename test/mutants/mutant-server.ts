@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { ColocatedWorker } from '../../src/colocated/colocated-worker.js';
 import type { IncidentStore } from '../../src/incidents/incident-store.js';
 import { startServer } from '../../src/launch/colocated-server.js';
+import { SERVE_DEFAULTS } from '../../src/launch/serve-config.js';
 import { testModelFile } from '../helpers/models.js';
 import { tempDirectory } from '../helpers/temp.js';
 import { SERVING_MODEL } from '../serving/serve-helpers.js';
@@ -59,6 +60,7 @@ export function mutantWorkerSettings(s: MutantServerSettings) {
     queueTimeoutMs: s.queueTimeoutMs,
     prefillChunkTokens: 64,
     stepTokenBudget: 256,
+    decodeStepMs: SERVE_DEFAULTS.decodeStepMs,
     prefixCachePages: s.prefixCachePages,
   };
 }
@@ -98,6 +100,7 @@ export async function startMutantServer(
       queueTimeoutMs: w.queueTimeoutMs,
       prefillChunk: w.prefillChunkTokens,
       stepTokens: w.stepTokenBudget,
+      decodeStepMs: w.decodeStepMs,
       tenantConcurrentMax: 64,
       prefixCachePages: s.prefixCachePages,
       incidentsDb: join(dir, `incidents-${servers++}.sqlite`),
