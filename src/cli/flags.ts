@@ -120,7 +120,7 @@ const FLAGS: readonly Flag[] = [
   },
   {
     flags: '--decode-step-ms <ms>',
-    help: "while anything decodes, a step's prompt tokens are sized to last about this long (decoders' inter-token time)",
+    help: "a step's prompt tokens are sized to last about this long beside decoders (their inter-token time), 4x alone",
     on: ENGINE,
     parse: int(1, LIMITS.decodeStepMsMax),
     default: SERVE_DEFAULTS.decodeStepMs,

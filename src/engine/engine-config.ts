@@ -17,7 +17,10 @@ export interface EngineConfig {
   prefillChunkTokens: number;
   /** tokens (decode + prefill) of all sequences per step at most; at least runningMax so every decoder advances */
   stepTokenBudget: number;
-  /** while any sequence decodes, a step's prompt tokens are sized to last about this long (absent: one full chunk) */
+  /**
+   * while any sequence decodes, a step's prompt tokens are sized to last about this long, and a step of prompts alone
+   * ALONE_FACTOR times as long (prefill-pace.ts; absent: fixed chunks and the step budget)
+   */
   decodeStepMs?: number;
   /** end-of-generation tokens: generation stops before emitting one */
   isStopToken: (id: number) => boolean;

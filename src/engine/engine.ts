@@ -95,8 +95,9 @@ export class Engine {
     this.prefixCache = options.prefixCache;
     this.sampling = samplingEnv(config.vocabSize, config.isStopToken, config.grammars);
     this.scratch = new SamplingScratch(config.vocabSize);
+    const { decodeStepMs, prefillChunkTokens, stepTokenBudget } = config;
     this.pace =
-      config.decodeStepMs !== undefined ? new PrefillPace(config.decodeStepMs, config.prefillChunkTokens) : undefined;
+      decodeStepMs !== undefined ? new PrefillPace(decodeStepMs, prefillChunkTokens, stepTokenBudget) : undefined;
     // I1 again where the pages are: the largest accepted request fits the pool.
     assert(
       pagesForTokens(this.pool.layout, config.provenContext) <= this.pool.pageCount,
@@ -220,7 +221,7 @@ export class Engine {
     const events: EngineEvent[] = [];
     this.expireWaiting(nowMs, events);
     this.admit();
-    const planned = planStep(this.config, this.running, this.pace?.tokensBesideDecoders());
+    const planned = planStep(this.config, this.running, this.pace);
     if (planned.length === 0) return events;
     let outputs: ForwardOutput[];
     try {

@@ -4,50 +4,62 @@ import { test } from 'node:test';
 import { PrefillPace } from './prefill-pace.js';
 
 test('before any step was timed, a 64-token chunk (or the whole chunk when smaller)', () => {
-  assert.equal(new PrefillPace(50, 512).tokensBesideDecoders(), 64);
-  assert.equal(new PrefillPace(50, 32).tokensBesideDecoders(), 32);
+  assert.equal(new PrefillPace(50, 512, 2048).promptTokens(true), 64);
+  assert.equal(new PrefillPace(50, 32, 2048).promptTokens(true), 32);
 });
 
 test('prompt tokens fit the target after the decoders’ share of the step', () => {
-  const pace = new PrefillPace(50, 512);
+  const pace = new PrefillPace(50, 512, 2048);
   pace.record(512, false, 512); // prompts alone: 1 ms a prompt token
-  assert.equal(pace.tokensBesideDecoders(), 50);
+  assert.equal(pace.promptTokens(true), 50);
   pace.record(0, true, 10); // decoding alone: 10 ms a step
-  assert.equal(pace.tokensBesideDecoders(), 40);
+  assert.equal(pace.promptTokens(true), 40);
   pace.record(40, true, 10 + 40 * 1); // a mixed step at the same costs changes nothing
-  assert.equal(pace.tokensBesideDecoders(), 40);
+  assert.equal(pace.promptTokens(true), 40);
 });
 
 test('slower prompt tokens shrink the chunk towards a page, faster ones grow it up to the chunk maximum', () => {
-  const slow = new PrefillPace(50, 512);
+  const slow = new PrefillPace(50, 512, 2048);
   for (let i = 0; i < 50; i++) slow.record(64, false, 64 * 100);
-  assert.equal(slow.tokensBesideDecoders(), 16, 'never below a page of 16 tokens');
-  const fast = new PrefillPace(50, 512);
+  assert.equal(slow.promptTokens(true), 16, 'never below a page of 16 tokens');
+  const fast = new PrefillPace(50, 512, 2048);
   for (let i = 0; i < 50; i++) fast.record(512, false, 5);
-  assert.equal(fast.tokensBesideDecoders(), 512, 'never above the chunk maximum');
-  const busy = new PrefillPace(50, 512);
+  assert.equal(fast.promptTokens(true), 512, 'never above the chunk maximum');
+  const busy = new PrefillPace(50, 512, 2048);
   busy.record(512, false, 512);
   for (let i = 0; i < 50; i++) busy.record(0, true, 80); // decoders alone already exceed the target
-  assert.equal(busy.tokensBesideDecoders(), 16);
+  assert.equal(busy.promptTokens(true), 16);
 });
 
 test('the newest steps count most: a model that got slower is followed within a few steps', () => {
-  const pace = new PrefillPace(100, 512);
+  const pace = new PrefillPace(100, 512, 2048);
   pace.record(100, false, 100);
-  assert.equal(pace.tokensBesideDecoders(), 100);
+  assert.equal(pace.promptTokens(true), 100);
   for (let i = 0; i < 20; i++) pace.record(100, false, 400);
-  assert.ok(pace.tokensBesideDecoders() <= 26, `${pace.tokensBesideDecoders()} tokens after the slowdown`);
+  assert.ok(pace.promptTokens(true) <= 26, `${pace.promptTokens(true)} tokens after the slowdown`);
   pace.record(4, false, 4000); // too few prompt tokens to say anything about prefill
-  assert.ok(pace.tokensBesideDecoders() >= 25);
+  assert.ok(pace.promptTokens(true) >= 25);
 });
 
 test('a step timed at zero cannot divide by zero', () => {
-  const pace = new PrefillPace(50, 256);
+  const pace = new PrefillPace(50, 256, 2048);
   pace.record(0, true, 50);
   pace.record(64, true, 0);
-  assert.equal(pace.tokensBesideDecoders(), 16);
+  assert.equal(pace.promptTokens(true), 16);
   pace.record(0, true, 0);
   pace.record(64, false, 0);
   pace.record(0, true, 50);
-  assert.ok(Number.isInteger(pace.tokensBesideDecoders()));
+  assert.ok(Number.isInteger(pace.promptTokens(true)));
+});
+
+test('prompts alone may take four times the target, up to the step budget; before any timing, one chunk', () => {
+  const pace = new PrefillPace(50, 512, 2048);
+  assert.equal(pace.promptTokens(false), 512);
+  pace.record(512, false, 512); // 1 ms a prompt token
+  pace.record(0, true, 10);
+  assert.equal(pace.promptTokens(false), 200, 'the decoders’ share does not count when none decode');
+  assert.equal(pace.promptTokens(true), 40);
+  const fast = new PrefillPace(50, 512, 2048);
+  fast.record(512, false, 1);
+  assert.equal(fast.promptTokens(false), 2048);
 });

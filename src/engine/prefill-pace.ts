@@ -1,14 +1,19 @@
 /**
- * How many prompt tokens a step that also decodes may take, so the step (every decoder's inter-token time) lasts about
- * a target (I11: other tenants' long prompts cannot stretch a decoder's tokens). Learned from the steps the engine ran:
- * a step costs about `decodeMs + promptTokens × msPerToken`, where `decodeMs` comes from steps that only decode and
- * `msPerToken` from steps with a prompt chunk. A fixed chunk cannot do this: 512 prompt tokens take ~0.6 s on a 135M
- * model on two cores and ~30 s on a 7B one.
+ * How many prompt tokens a step may take, so that it lasts about a target (I11). Beside decoders the step is every
+ * decoder's inter-token time: other tenants' long prompts cannot stretch it past `targetMs`. Prompts alone may take
+ * ALONE_FACTOR × `targetMs` (no token is waiting then, but the step still holds the thread that reads new requests and
+ * writes streams). Learned from the steps the engine ran: a step costs about `decodeMs + promptTokens × msPerToken`,
+ * where `decodeMs` comes from steps that only decode and `msPerToken` from steps with prompt tokens. A fixed chunk
+ * cannot do this: 512 prompt tokens take ~0.7 s on a 135M model on two cores and ~30 s on a 7B one.
  */
+
+import type { StepPace } from './scheduler.js';
 
 /** The chunk before anything was measured, and the smallest one (a page): tiny chunks waste the matmul's weight reads */
 const FIRST_TOKENS = 64;
 const MIN_TOKENS = 16;
+/** A step of prompts alone may last this many times the target: larger chunks read the weights fewer times */
+export const ALONE_FACTOR = 4;
 /** Steps with fewer prompt tokens say more about their decoders than about prefill: not sampled */
 const SAMPLE_MIN_TOKENS = 8;
 /** Weight of the newest step in the running means: about the last five steps count */
@@ -16,21 +21,24 @@ const NEWEST = 0.2;
 /** A floor on the cost of a prompt token (ms), so a step timed at zero cannot divide by zero */
 const MS_PER_TOKEN_MIN = 1e-4;
 
-export class PrefillPace {
+export class PrefillPace implements StepPace {
   private decodeMs: number | undefined;
   private msPerToken: number | undefined;
 
+  /** `chunk`: the most prompt tokens beside decoders; `stepMax`: the most of a step of prompts alone */
   constructor(
     private readonly targetMs: number,
-    private readonly chunkMax: number,
+    private readonly chunk: number,
+    private readonly stepMax: number,
   ) {}
 
-  /** Prompt tokens, in all, of a step that also decodes. */
-  tokensBesideDecoders(): number {
-    const least = Math.min(MIN_TOKENS, this.chunkMax);
-    if (this.msPerToken === undefined) return Math.min(FIRST_TOKENS, this.chunkMax);
-    const left = this.targetMs - (this.decodeMs ?? 0);
-    return Math.max(least, Math.min(this.chunkMax, Math.floor(left / this.msPerToken)));
+  /** Prompt tokens, in all, of the next step: one that also decodes or one of prompts alone. */
+  promptTokens(decoding: boolean): number {
+    const most = decoding ? this.chunk : this.stepMax;
+    const least = Math.min(MIN_TOKENS, most);
+    if (this.msPerToken === undefined) return Math.min(decoding ? FIRST_TOKENS : this.chunk, most);
+    const left = decoding ? this.targetMs - (this.decodeMs ?? 0) : ALONE_FACTOR * this.targetMs;
+    return Math.max(least, Math.min(most, Math.floor(left / this.msPerToken)));
   }
 
   /** One step's cost: how many of its tokens were prompt, whether it decoded too, and how long its forward pass took. */

@@ -4,9 +4,10 @@
  * out of pages: no overcommit, no preemption, no truncation.
  *
  * Each step: every decoding sequence feeds its last token (1 each), then prefilling sequences take prompt chunks of
- * at most prefillChunkTokens from what is left of the step token budget — and, while any sequence decodes, of at most
- * `besideDecoders` tokens in all (prefill-pace.ts sizes it to a step time), so a decoder's next token never waits
- * behind several prompts. Prompt tokens are shared equally among tenants, oldest first inside a tenant.
+ * at most prefillChunkTokens from what is left of the step token budget — while any sequence decodes, of at most one
+ * chunk in all, so a decoder's next token never waits behind several prompts. With a pace (prefill-pace.ts) the
+ * step's prompt tokens are sized to a step time instead. Prompt tokens are shared equally among tenants, oldest first
+ * inside a tenant.
  */
 import type { ForwardInput } from '../compute/forward.js';
 import { assert } from '../util/assert.js';
@@ -19,11 +20,12 @@ export interface PlannedInput {
 }
 
 /** This step's forward inputs: decode tokens first, then prefill chunks under the step token budget. */
-export function planStep(
-  config: EngineConfig,
-  running: readonly Sequence[],
-  besideDecoders = config.prefillChunkTokens,
-): PlannedInput[] {
+/** How many prompt tokens, in all, the next step may take (prefill-pace.ts learns it from step times). */
+export interface StepPace {
+  promptTokens(decoding: boolean): number;
+}
+
+export function planStep(config: EngineConfig, running: readonly Sequence[], pace?: StepPace): PlannedInput[] {
   const planned: PlannedInput[] = [];
   let budget = config.stepTokenBudget;
   for (const seq of running) {
@@ -33,10 +35,12 @@ export function planStep(
     budget--;
   }
   assert(budget >= 0, 'the step budget covers every decoding sequence (validated at startup)');
-  // While anyone decodes, prompts get `besideDecoders` tokens a step in all: a step's time is every decoder's
-  // inter-token time, so other tenants' long prompts cannot stretch it past that much prefill (I11)
-  assert(besideDecoders >= 1, 'prompts advance beside decoders');
-  if (planned.length > 0) budget = Math.min(budget, besideDecoders);
+  // While anyone decodes, prompts get one chunk a step in all, or what the pace allows: a step's time is every
+  // decoder's inter-token time, so other tenants' long prompts cannot stretch it past that much prefill (I11)
+  const decoding = planned.length > 0;
+  const paced = pace?.promptTokens(decoding) ?? (decoding ? config.prefillChunkTokens : budget);
+  assert(paced >= 1, 'prompts advance every step');
+  budget = Math.min(budget, paced);
   const prompts = running.filter((seq) => seq.state === 'prefilling');
   const grants = fairShares(prompts, budget, config.prefillChunkTokens);
   prompts.forEach((seq, i) => {
