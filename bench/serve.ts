@@ -55,6 +55,7 @@ const requestsPerClient = positive('requests', values.requests!);
 const promptTokens = positive('prompt', values.prompt!);
 const maxTokens = positive('max-tokens', values['max-tokens']!);
 const probeCount = positive('probes', values.probes!);
+if (probeCount > 1000) throw new Error('--probes must be at most 1000'); // each mode's probes get 1000 indices
 const threads = availableParallelism(); // kvfence serve's native backend uses every core; llama-server gets as many
 // Every sequence fits: a bench prompt and its output, or a long neighbour prompt (about one token per 2.5 characters).
 const maxContext = 2048;
@@ -145,9 +146,10 @@ async function benchServer(start: () => Promise<RunningServer>): Promise<ServerR
     }
     const neighbour: NeighbourResult[] = [];
     if (values['no-neighbour'] !== true) {
-      const probes = Array.from({ length: probeCount }, (_, i) => body(server.model, 20_000_000 + i));
       const longBody = (prompt: string): CompletionBody => ({ ...body(server.model, 0), prompt });
-      for (const mode of NEIGHBOUR_MODES) {
+      for (const [m, mode] of NEIGHBOUR_MODES.entries()) {
+        // new prompts for each mode: a server that kept the last mode's KV (llama-server's slots do) must not reuse it
+        const probes = Array.from({ length: probeCount }, (_, i) => body(server.model, 20_000_000 + m * 1000 + i));
         process.stderr.write(`bench:serve: ${server.name}: probe client, ${mode}\n`);
         neighbour.push(await probeBeside(mode, server.baseUrl, probes, longBody));
       }

@@ -119,11 +119,11 @@ const FLAGS: readonly Flag[] = [
     default: SERVE_DEFAULTS.stepTokens,
   },
   {
-    flags: '--decode-step-ms <ms>',
-    help: "a step's prompt tokens are sized to last about this long beside decoders (their inter-token time), 4x alone",
+    flags: '--prompt-step-ms <ms>',
+    help: "a step's prompt tokens are sized to take about this long beside decoders (added to their inter-token time), 4x alone",
     on: ENGINE,
-    parse: int(1, LIMITS.decodeStepMsMax),
-    default: SERVE_DEFAULTS.decodeStepMs,
+    parse: int(1, LIMITS.promptStepMsMax),
+    default: SERVE_DEFAULTS.promptStepMs,
   },
   {
     flags: '--tenant-max-concurrent <n>',
@@ -319,7 +319,7 @@ export interface ParsedFlags {
   queueTimeoutMs: number;
   prefillChunk: number;
   stepTokens: number;
-  decodeStepMs: number;
+  promptStepMs: number;
   tenantMaxConcurrent: number;
   tenantKvPages?: number;
   prefixCachePages?: number;
@@ -366,7 +366,7 @@ export function serveConfigOf(o: ParsedFlags): ServeConfig {
     queueTimeoutMs: o.queueTimeoutMs,
     prefillChunk: o.prefillChunk,
     stepTokens: o.stepTokens,
-    decodeStepMs: o.decodeStepMs,
+    promptStepMs: o.promptStepMs,
     tenantConcurrentMax: o.tenantMaxConcurrent,
     ...(o.tenantKvPages !== undefined ? { tenantKvPages: o.tenantKvPages } : {}),
     ...(o.prefixCachePages !== undefined ? { prefixCachePages: o.prefixCachePages } : {}),
@@ -406,7 +406,7 @@ export function workerConfigOf(
       queueTimeoutMs: o.queueTimeoutMs,
       prefillChunkTokens: o.prefillChunk,
       stepTokenBudget: o.stepTokens,
-      decodeStepMs: o.decodeStepMs,
+      promptStepMs: o.promptStepMs,
       prefixCachePages: o.prefixCachePages ?? 0,
     },
     controlListen:

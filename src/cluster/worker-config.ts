@@ -90,7 +90,7 @@ export function parseWorkerStart(value: unknown): WorkerStart {
       queueTimeoutMs: int(s['queueTimeoutMs'], 'queueTimeoutMs', 1, LIMITS.queueTimeoutMsMax),
       prefillChunkTokens: int(s['prefillChunkTokens'], 'prefillChunkTokens', 1, LIMITS.stepTokensMax),
       stepTokenBudget: int(s['stepTokenBudget'], 'stepTokenBudget', 1, LIMITS.stepTokensMax),
-      decodeStepMs: int(s['decodeStepMs'], 'decodeStepMs', 1, LIMITS.decodeStepMsMax),
+      promptStepMs: int(s['promptStepMs'], 'promptStepMs', 1, LIMITS.promptStepMsMax),
       prefixCachePages: int(s['prefixCachePages'], 'prefixCachePages', 0, LIMITS.kvPagesMax),
     },
     controlListen: str(c['controlListen'], 'controlListen'),

@@ -18,10 +18,10 @@ export interface EngineConfig {
   /** tokens (decode + prefill) of all sequences per step at most; at least runningMax so every decoder advances */
   stepTokenBudget: number;
   /**
-   * while any sequence decodes, a step's prompt tokens are sized to last about this long, and a step of prompts alone
-   * ALONE_FACTOR times as long (prefill-pace.ts; absent: fixed chunks and the step budget)
+   * a step's prompt tokens are sized to take about this long beside decoders (what other requests' prompts may add to
+   * a decoder's inter-token time), ALONE_FACTOR times as long without them (prefill-pace.ts; absent: fixed chunks)
    */
-  decodeStepMs?: number;
+  promptStepMs?: number;
   /** end-of-generation tokens: generation stops before emitting one */
   isStopToken: (id: number) => boolean;
   /** the vocabulary's compiled response formats (absent: requests with a response format are refused) */
@@ -40,7 +40,7 @@ export function validateEngineConfig(c: EngineConfig): void {
   check('the queue timeout (ms)', c.queueTimeoutMs, 1, LIMITS.queueTimeoutMsMax);
   check('the prefill chunk', c.prefillChunkTokens, 1, LIMITS.stepTokensMax);
   check('the step token budget', c.stepTokenBudget, 1, LIMITS.stepTokensMax);
-  if (c.decodeStepMs !== undefined) check('the decode step time (ms)', c.decodeStepMs, 1, LIMITS.decodeStepMsMax);
+  if (c.promptStepMs !== undefined) check('the prompt time of a step (ms)', c.promptStepMs, 1, LIMITS.promptStepMsMax);
   if (c.stepTokenBudget < c.runningMax) {
     throw new KvfenceError(
       'invalid_argument',

@@ -1,4 +1,4 @@
-// Beside a decoder, a long prompt advances by the paced token count (decodeStepMs), not a whole chunk, and the answers
+// Beside a decoder, a long prompt advances by the paced token count (promptStepMs), not a whole chunk, and the answers
 // stay exactly what each request gets alone.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -23,9 +23,9 @@ function slowForward(msPerToken: number) {
 }
 
 /** The prompt tokens the long request got on each step that also decoded the short one. */
-function chunksBesideDecoder(decodeStepMs: number | undefined): { chunks: number[]; tokens: number[] } {
+function chunksBesideDecoder(promptStepMs: number | undefined): { chunks: number[]; tokens: number[] } {
   const engine = new Engine(
-    config({ prefillChunkTokens: 64, stepTokenBudget: 128, ...(decodeStepMs !== undefined ? { decodeStepMs } : {}) }),
+    config({ prefillChunkTokens: 64, stepTokenBudget: 128, ...(promptStepMs !== undefined ? { promptStepMs } : {}) }),
     slowForward(0.25),
   );
   engine.submit(request('short', 'a', 20, 40), 0);
@@ -44,12 +44,11 @@ function chunksBesideDecoder(decodeStepMs: number | undefined): { chunks: number
   return { chunks, tokens: outcomes.get('long')!.tokens };
 }
 
-test('beside a decoder, prompt chunks shrink to the decode step time and results do not change', () => {
+test('beside a decoder, prompt chunks shrink to the prompt step time and results do not change', () => {
   const unpaced = chunksBesideDecoder(undefined);
   assert.ok(unpaced.chunks.includes(64), `whole chunks without pacing: ${unpaced.chunks}`);
   const paced = chunksBesideDecoder(5);
-  // 5 ms at ≥ 0.25 ms a token, after the decoder's own share: at most 20 tokens, and never below a page but for the
-  // prompt's last chunk
+  // 5 ms at ≥ 0.25 ms a token: at most 20 tokens, and never below a page but for the prompt's last chunk
   assert.ok(paced.chunks.length >= 5, `${paced.chunks}`);
   assert.ok(
     paced.chunks.every((n, i) => n <= 20 && (n >= 16 || i === paced.chunks.length - 1)),

@@ -1,7 +1,7 @@
 /**
  * The serving engine: queues, the running batch and one `step()` at a time (expire → admit → plan → forward → sample →
  * release). No I/O and no timers: time comes in as an argument (the engine times its own forward passes only to size
- * prompt chunks beside decoders, prefill-pace.ts), results go out as returned events, so the same engine
+ * each step's prompt tokens, prefill-pace.ts), results go out as returned events, so the same engine
  * runs under the colocated worker, a decode worker, or a test calling step() in a loop.
  */
 import type { ForwardOutput, ForwardPass } from '../compute/forward.js';
@@ -95,9 +95,9 @@ export class Engine {
     this.prefixCache = options.prefixCache;
     this.sampling = samplingEnv(config.vocabSize, config.isStopToken, config.grammars);
     this.scratch = new SamplingScratch(config.vocabSize);
-    const { decodeStepMs, prefillChunkTokens, stepTokenBudget } = config;
+    const { promptStepMs, prefillChunkTokens, stepTokenBudget } = config;
     this.pace =
-      decodeStepMs !== undefined ? new PrefillPace(decodeStepMs, prefillChunkTokens, stepTokenBudget) : undefined;
+      promptStepMs !== undefined ? new PrefillPace(promptStepMs, prefillChunkTokens, stepTokenBudget) : undefined;
     // I1 again where the pages are: the largest accepted request fits the pool.
     assert(
       pagesForTokens(this.pool.layout, config.provenContext) <= this.pool.pageCount,

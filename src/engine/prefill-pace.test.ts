@@ -8,14 +8,16 @@ test('before any step was timed, a 64-token chunk (or the whole chunk when small
   assert.equal(new PrefillPace(50, 32, 2048).promptTokens(true), 32);
 });
 
-test('prompt tokens fit the target after the decoders’ share of the step', () => {
+test('prompt tokens take the target, whatever the decoders take; a mixed step is split into both costs', () => {
   const pace = new PrefillPace(50, 512, 2048);
   pace.record(512, false, 512); // prompts alone: 1 ms a prompt token
   assert.equal(pace.promptTokens(true), 50);
   pace.record(0, true, 10); // decoding alone: 10 ms a step
-  assert.equal(pace.promptTokens(true), 40);
+  assert.equal(pace.promptTokens(true), 50);
   pace.record(40, true, 10 + 40 * 1); // a mixed step at the same costs changes nothing
-  assert.equal(pace.promptTokens(true), 40);
+  assert.equal(pace.promptTokens(true), 50);
+  for (let i = 0; i < 30; i++) pace.record(40, true, 10 + 40 * 2); // prompt tokens got twice as dear
+  assert.equal(pace.promptTokens(true), 25);
 });
 
 test('slower prompt tokens shrink the chunk towards a page, faster ones grow it up to the chunk maximum', () => {
@@ -25,10 +27,6 @@ test('slower prompt tokens shrink the chunk towards a page, faster ones grow it 
   const fast = new PrefillPace(50, 512, 2048);
   for (let i = 0; i < 50; i++) fast.record(512, false, 5);
   assert.equal(fast.promptTokens(true), 512, 'never above the chunk maximum');
-  const busy = new PrefillPace(50, 512, 2048);
-  busy.record(512, false, 512);
-  for (let i = 0; i < 50; i++) busy.record(0, true, 80); // decoders alone already exceed the target
-  assert.equal(busy.promptTokens(true), 16);
 });
 
 test('the newest steps count most: a model that got slower is followed within a few steps', () => {
@@ -45,7 +43,7 @@ test('a step timed at zero cannot divide by zero', () => {
   const pace = new PrefillPace(50, 256, 2048);
   pace.record(0, true, 50);
   pace.record(64, true, 0);
-  assert.equal(pace.promptTokens(true), 16);
+  assert.equal(pace.promptTokens(true), 256);
   pace.record(0, true, 0);
   pace.record(64, false, 0);
   pace.record(0, true, 50);
@@ -57,8 +55,8 @@ test('prompts alone may take four times the target, up to the step budget; befor
   assert.equal(pace.promptTokens(false), 512);
   pace.record(512, false, 512); // 1 ms a prompt token
   pace.record(0, true, 10);
-  assert.equal(pace.promptTokens(false), 200, 'the decoders’ share does not count when none decode');
-  assert.equal(pace.promptTokens(true), 40);
+  assert.equal(pace.promptTokens(false), 200);
+  assert.equal(pace.promptTokens(true), 50);
   const fast = new PrefillPace(50, 512, 2048);
   fast.record(512, false, 1);
   assert.equal(fast.promptTokens(false), 2048);

@@ -1,10 +1,11 @@
 /**
- * How many prompt tokens a step may take, so that it lasts about a target (I11). Beside decoders the step is every
- * decoder's inter-token time: other tenants' long prompts cannot stretch it past `targetMs`. Prompts alone may take
- * ALONE_FACTOR × `targetMs` (no token is waiting then, but the step still holds the thread that reads new requests and
- * writes streams). Learned from the steps the engine ran: a step costs about `decodeMs + promptTokens × msPerToken`,
- * where `decodeMs` comes from steps that only decode and `msPerToken` from steps with prompt tokens. A fixed chunk
- * cannot do this: 512 prompt tokens take ~0.7 s on a 135M model on two cores and ~30 s on a 7B one.
+ * How many prompt tokens a step may take, so that they take about `targetMs` of it (I11). Beside decoders a step is
+ * every decoder's inter-token time: other tenants' long prompts add at most about `targetMs` to it, however long they
+ * are. Prompts alone may take ALONE_FACTOR × `targetMs` (no token is waiting then, but the step still holds the thread
+ * that reads new requests and writes streams). Learned from the steps the engine ran: a step costs about
+ * `decodeMs + promptTokens × msPerToken`, where `decodeMs` comes from steps that only decode and `msPerToken` from steps
+ * with prompt tokens. A fixed chunk cannot do this: 512 prompt tokens take ~0.7 s on a 135M model on two cores and
+ * ~30 s on a 7B one.
  */
 
 import type { StepPace } from './scheduler.js';
@@ -37,8 +38,8 @@ export class PrefillPace implements StepPace {
     const most = decoding ? this.chunk : this.stepMax;
     const least = Math.min(MIN_TOKENS, most);
     if (this.msPerToken === undefined) return Math.min(decoding ? FIRST_TOKENS : this.chunk, most);
-    const left = decoding ? this.targetMs - (this.decodeMs ?? 0) : ALONE_FACTOR * this.targetMs;
-    return Math.max(least, Math.min(most, Math.floor(left / this.msPerToken)));
+    const ms = decoding ? this.targetMs : ALONE_FACTOR * this.targetMs;
+    return Math.max(least, Math.min(most, Math.floor(ms / this.msPerToken)));
   }
 
   /** One step's cost: how many of its tokens were prompt, whether it decoded too, and how long its forward pass took. */

@@ -19,12 +19,12 @@ export interface PlannedInput {
   input: ForwardInput;
 }
 
-/** This step's forward inputs: decode tokens first, then prefill chunks under the step token budget. */
 /** How many prompt tokens, in all, the next step may take (prefill-pace.ts learns it from step times). */
 export interface StepPace {
   promptTokens(decoding: boolean): number;
 }
 
+/** This step's forward inputs: decode tokens first, then prefill chunks under the step token budget. */
 export function planStep(config: EngineConfig, running: readonly Sequence[], pace?: StepPace): PlannedInput[] {
   const planned: PlannedInput[] = [];
   let budget = config.stepTokenBudget;

@@ -27,8 +27,8 @@ export interface WorkerSettings {
   queueTimeoutMs: number;
   prefillChunkTokens: number;
   stepTokenBudget: number;
-  /** while anything decodes, a step's prompt tokens are sized to last about this long */
-  decodeStepMs: number;
+  /** a step's prompt tokens are sized to take about this long beside decoders (4x without them) */
+  promptStepMs: number;
   /** pages of prompt KV each tenant's prefix cache may hold (0: no prefix cache) */
   prefixCachePages: number;
 }
@@ -69,7 +69,7 @@ export function engineConfigOf(model: LoadedModel, settings: WorkerSettings, pro
     queueTimeoutMs: settings.queueTimeoutMs,
     prefillChunkTokens: settings.prefillChunkTokens,
     stepTokenBudget: settings.stepTokenBudget,
-    decodeStepMs: settings.decodeStepMs,
+    promptStepMs: settings.promptStepMs,
     isStopToken: (id) => model.tokenizer.isEndOfGeneration(id),
     grammars: grammarCacheFor(model.tokenizer),
   };

@@ -32,8 +32,8 @@ export interface ServeConfig {
   queueTimeoutMs: number;
   prefillChunk: number;
   stepTokens: number;
-  /** while anything decodes, a step's prompt tokens are sized to last about this long */
-  decodeStepMs: number;
+  /** a step's prompt tokens are sized to take about this long beside decoders (4x without them) */
+  promptStepMs: number;
   /** default per-tenant requests in flight, cluster-wide */
   tenantConcurrentMax: number;
   /** default per-tenant page quota; undefined: none beyond the pools */
@@ -63,7 +63,7 @@ export const SERVE_DEFAULTS = {
   queueTimeoutMs: 30_000,
   prefillChunk: 512,
   stepTokens: 2048,
-  decodeStepMs: 50,
+  promptStepMs: 50,
   tenantConcurrentMax: 64,
   requestTimeoutMs: 600_000,
 } as const;
@@ -88,7 +88,7 @@ export function workerSettingsOf(config: ServeConfig, pageCount: number): Worker
     queueTimeoutMs: config.queueTimeoutMs,
     prefillChunkTokens: config.prefillChunk,
     stepTokenBudget: config.stepTokens,
-    decodeStepMs: config.decodeStepMs,
+    promptStepMs: config.promptStepMs,
     prefixCachePages: config.prefixCachePages ?? 0,
   };
 }

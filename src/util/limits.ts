@@ -25,7 +25,7 @@ export const LIMITS = {
   waitingRequestsMax: 1 << 16,
   queueTimeoutMsMax: 3_600_000,
   stepTokensMax: 1 << 20,
-  decodeStepMsMax: 60_000,
+  promptStepMsMax: 60_000,
   tenantConcurrentRequestsMax: 1 << 16,
   tenantCountMax: 100_000,
   apiKeyFileBytesMax: 16 * 1024 * 1024,

@@ -60,7 +60,7 @@ export function mutantWorkerSettings(s: MutantServerSettings) {
     queueTimeoutMs: s.queueTimeoutMs,
     prefillChunkTokens: 64,
     stepTokenBudget: 256,
-    decodeStepMs: SERVE_DEFAULTS.decodeStepMs,
+    promptStepMs: SERVE_DEFAULTS.promptStepMs,
     prefixCachePages: s.prefixCachePages,
   };
 }
@@ -100,7 +100,7 @@ export async function startMutantServer(
       queueTimeoutMs: w.queueTimeoutMs,
       prefillChunk: w.prefillChunkTokens,
       stepTokens: w.stepTokenBudget,
-      decodeStepMs: w.decodeStepMs,
+      promptStepMs: w.promptStepMs,
       tenantConcurrentMax: 64,
       prefixCachePages: s.prefixCachePages,
       incidentsDb: join(dir, `incidents-${servers++}.sqlite`),

@@ -79,7 +79,7 @@ export function testServeConfig(overrides: Partial<ServeConfig> = {}): ServeConf
     queueTimeoutMs: 20_000,
     prefillChunk: 64,
     stepTokens: 256,
-    decodeStepMs: SERVE_DEFAULTS.decodeStepMs,
+    promptStepMs: SERVE_DEFAULTS.promptStepMs,
     tenantConcurrentMax: SERVE_DEFAULTS.tenantConcurrentMax,
     incidentsDb: join(dir, `incidents-${files++}.sqlite`),
     requestTimeoutMs: 60_000,
