@@ -89,6 +89,8 @@ function runWorker<T>(script: string, job: BenchJob, env: NodeJS.ProcessEnv): T 
 }
 
 interface LlamaBenchEntry {
+  build_commit: string;
+  build_number: number;
   n_prompt: number;
   n_gen: number;
   n_depth: number;
@@ -115,9 +117,11 @@ function runLlamaBench(binary: string, modelPath: string, job: BenchJob): LlamaB
     if (entry === undefined) throw new Error(`${binary} printed no pp${pp}/tg${tg} at depth ${depth}`);
     return entry.samples_ts;
   };
+  const first = entries[0];
   return {
     prefillTokensPerSecond: samples(job.promptTokens, 0, 0),
     decodeTokensPerSecond: samples(0, job.decodeTokens, job.promptTokens),
+    build: first === undefined ? 'unknown' : `${first.build_commit} (${first.build_number})`,
   };
 }
 

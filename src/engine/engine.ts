@@ -16,7 +16,7 @@ import { checkFits, pickAdmissions, validateRequest } from './admission.js';
 import { ChoiceGroup, choiceRequest, pagesOfRequest } from './choice-group.js';
 import { type EngineConfig, validateEngineConfig } from './engine-config.js';
 import { grantPages, poolRoom } from './page-grant.js';
-import { PrefillPace } from './prefill-pace.js';
+import { type PrefillPace, paceOf } from './prefill-pace.js';
 import type { EngineEvent, GeneratedToken, GenerationRequest } from './request.js';
 import { SamplingScratch } from './sampler.js';
 import { type PlannedInput, planStep } from './scheduler.js';
@@ -95,9 +95,7 @@ export class Engine {
     this.prefixCache = options.prefixCache;
     this.sampling = samplingEnv(config.vocabSize, config.isStopToken, config.grammars);
     this.scratch = new SamplingScratch(config.vocabSize);
-    const { promptStepMs, prefillChunkTokens, stepTokenBudget } = config;
-    this.pace =
-      promptStepMs !== undefined ? new PrefillPace(promptStepMs, prefillChunkTokens, stepTokenBudget) : undefined;
+    this.pace = paceOf(config);
     // I1 again where the pages are: the largest accepted request fits the pool.
     assert(
       pagesForTokens(this.pool.layout, config.provenContext) <= this.pool.pageCount,

@@ -22,8 +22,10 @@ import { checkFits, pickAdmissions, validateRequest } from './admission.js';
 import { choiceRequest } from './choice-group.js';
 import type { EngineConfig } from './engine-config.js';
 import { grantPages, type PageGrant, poolRoom, releaseGrant } from './page-grant.js';
+import { type PrefillPace, paceOf } from './prefill-pace.js';
 import type { GeneratedToken, GenerationRequest, IsolationIncident } from './request.js';
 import { SamplingScratch } from './sampler.js';
+import { fairShares } from './scheduler.js';
 import { type SamplingEnv, SequenceSampler, samplingEnv } from './sequence-sampler.js';
 import { describeToken } from './token-logprobs.js';
 
@@ -58,6 +60,8 @@ export class PrefillEngine {
   private readonly pool: PagePool;
   private readonly sampling: SamplingEnv;
   private readonly scratch: SamplingScratch;
+  /** steps of prompts alone sized to ALONE_FACTOR × promptStepMs (prefill-pace.ts); undefined: the step budget */
+  private readonly pace: PrefillPace | undefined;
 
   constructor(
     readonly config: EngineConfig,
@@ -68,6 +72,7 @@ export class PrefillEngine {
     this.sampling = samplingEnv(config.vocabSize, config.isStopToken, config.grammars);
     this.scratch = new SamplingScratch(config.vocabSize);
     assert(config.runningMax >= 1 && config.stepTokenBudget >= 1 && config.prefillChunkTokens >= 1, 'bounds');
+    this.pace = paceOf(config);
   }
 
   get hasWork(): boolean {
@@ -126,7 +131,10 @@ export class PrefillEngine {
     if (planned.length === 0) return events;
     let outputs: ForwardOutput[];
     try {
+      const started = performance.now();
       outputs = this.forward.run(planned.map((p) => p.input));
+      const promptTokens = planned.reduce((n, p) => n + p.input.tokens.length, 0);
+      this.pace?.record(promptTokens, false, performance.now() - started);
     } catch (error) {
       const message = errorMessage(error);
       for (const { seq } of planned)
@@ -161,22 +169,26 @@ export class PrefillEngine {
     }
   }
 
+  /** Prompt chunks under the step budget (or the pace's), shared equally among tenants as in scheduler.ts. */
   private plan(): { seq: PrefillSequence; input: { table: PageTable; tokens: number[]; logits: 'last' | 'none' } }[] {
-    let budget = this.config.stepTokenBudget;
+    const budget = Math.min(this.config.stepTokenBudget, this.pace?.promptTokens(false) ?? Number.POSITIVE_INFINITY);
+    const wants = this.running.map((seq) => {
+      const left = seq.request.promptTokens.length - seq.grant!.table.writtenTokens;
+      return { tenant: seq.tenant, tokens: Math.min(this.config.prefillChunkTokens, left) };
+    });
+    const grants = fairShares(wants, budget);
     const planned = [];
-    for (const seq of this.running) {
-      if (budget === 0) break;
+    for (const [i, seq] of this.running.entries()) {
+      const count = grants[i]!;
+      if (count === 0) continue;
       const table = seq.grant!.table;
       const prompt = seq.request.promptTokens;
       const start = table.writtenTokens;
-      const count = Math.min(this.config.prefillChunkTokens, prompt.length - start, budget);
-      assert(count > 0, 'a prefilling sequence has prompt left');
       const last = start + count === prompt.length;
       planned.push({
         seq,
         input: { table, tokens: prompt.slice(start, start + count), logits: last ? 'last' : 'none' } as const,
       });
-      budget -= count;
     }
     return planned;
   }

@@ -8,6 +8,7 @@
  * ~30 s on a 7B one.
  */
 
+import type { EngineConfig } from './engine-config.js';
 import type { StepPace } from './scheduler.js';
 
 /** The chunk before anything was measured, and the smallest one (a page): tiny chunks waste the matmul's weight reads */
@@ -52,6 +53,12 @@ export class PrefillPace implements StepPace {
     const fixed = decoded ? (this.decodeMs ?? 0) : 0;
     this.msPerToken = mean(this.msPerToken, Math.max((ms - fixed) / promptTokens, MS_PER_TOKEN_MIN));
   }
+}
+
+/** An engine's pace, when its configuration asks for one (`promptStepMs`). */
+export function paceOf(config: EngineConfig): PrefillPace | undefined {
+  const { promptStepMs, prefillChunkTokens, stepTokenBudget } = config;
+  return promptStepMs !== undefined ? new PrefillPace(promptStepMs, prefillChunkTokens, stepTokenBudget) : undefined;
 }
 
 function mean(old: number | undefined, sample: number): number {

@@ -42,7 +42,12 @@ export function planStep(config: EngineConfig, running: readonly Sequence[], pac
   assert(paced >= 1, 'prompts advance every step');
   budget = Math.min(budget, paced);
   const prompts = running.filter((seq) => seq.state === 'prefilling');
-  const grants = fairShares(prompts, budget, config.prefillChunkTokens);
+  const wants = prompts.map((seq) => {
+    assert(seq.table !== undefined, 'a prefilling sequence has pages');
+    const left = seq.request.promptTokens.length - seq.table.writtenTokens;
+    return { tenant: seq.tenant, tokens: Math.min(config.prefillChunkTokens, left) };
+  });
+  const grants = fairShares(wants, budget);
   prompts.forEach((seq, i) => {
     const count = grants[i]!;
     if (count === 0 || seq.table === undefined) return;
@@ -57,25 +62,26 @@ export function planStep(config: EngineConfig, running: readonly Sequence[], pac
   return planned;
 }
 
+/** A prompt that wants `tokens` of a step (at most a chunk and what is left of it), on behalf of `tenant`. */
+export interface PromptWant {
+  tenant: string;
+  tokens: number;
+}
+
 /**
- * Prompt tokens per prefilling sequence: the budget is shared equally among tenants (what one leaves unused goes to
- * the others), so a tenant with many or long prompts cannot slow another's first token more than an equal share would
- * (I11); inside a tenant, oldest first. No sequence gets more than a chunk or what is left of its prompt.
+ * Prompt tokens per prompt: the budget is shared equally among tenants (what one leaves unused goes to the others),
+ * so a tenant with many or long prompts cannot slow another's first token more than an equal share would (I11);
+ * inside a tenant, in the given order (oldest first). Used by both engines, the colocated/decode one and prefill's.
  */
-function fairShares(prompts: readonly Sequence[], budget: number, chunk: number): number[] {
-  const wants = prompts.map((seq) => {
-    assert(seq.table !== undefined, 'a prefilling sequence has pages');
-    const want = Math.min(chunk, seq.request.promptTokens.length - seq.table.writtenTokens);
-    assert(want > 0, 'a prefilling sequence has prompt left');
-    return want;
-  });
+export function fairShares(wants: readonly PromptWant[], budget: number): number[] {
   const tenants = new Map<string, { want: number; got: number }>();
-  prompts.forEach((seq, i) => {
-    const t = tenants.get(seq.tenant) ?? tenants.set(seq.tenant, { want: 0, got: 0 }).get(seq.tenant)!;
-    t.want += wants[i]!;
-  });
+  for (const w of wants) {
+    assert(w.tokens > 0, 'a prompt in the plan has tokens left');
+    const t = tenants.get(w.tenant) ?? tenants.set(w.tenant, { want: 0, got: 0 }).get(w.tenant)!;
+    t.want += w.tokens;
+  }
   let left = budget;
-  let open = [...tenants.values()]; // oldest request's tenant first: it gets the rounding's spare tokens
+  let open = [...tenants.values()]; // oldest prompt's tenant first: it gets the rounding's spare tokens
   for (let round = 0; left > 0 && open.length > 0; round++) {
     assert(round <= budget, 'every round hands out at least one token');
     const share = Math.max(1, Math.floor(left / open.length));
@@ -86,9 +92,9 @@ function fairShares(prompts: readonly Sequence[], budget: number, chunk: number)
     }
     open = open.filter((t) => t.got < t.want);
   }
-  return prompts.map((seq, i) => {
-    const t = tenants.get(seq.tenant)!;
-    const count = Math.min(wants[i]!, t.got);
+  return wants.map((w) => {
+    const t = tenants.get(w.tenant)!;
+    const count = Math.min(w.tokens, t.got);
     t.got -= count;
     return count;
   });
