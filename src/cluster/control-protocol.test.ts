@@ -98,6 +98,7 @@ test('sampling options and a response format travel with the request, checked fi
       stopTokenIds: [7, 9],
     },
     constraint: { kind: 'json_schema' as const, schema: { type: 'object', properties: { a: { type: 'integer' } } } },
+    logprobs: false,
   };
   assert.deepEqual(decodeControl(encodeControl({ type: 'reserve', request: full })), {
     type: 'reserve',
@@ -112,6 +113,7 @@ test('sampling options and a response format travel with the request, checked fi
   };
   refused({ sampling: { ...full.sampling, logitBias: [[3]] } }, /logitBias value/);
   refused({ sampling: { ...full.sampling, ignoreEos: 'yes' } }, /ignoreEos/);
+  refused({ logprobs: 0 }, /logprobs/);
   refused({ sampling: { ...full.sampling, stopTokenIds: [-1] } }, /stop token id/);
   refused({ constraint: { kind: 'regex' } }, /constraint kind/);
   let deep: unknown = {};

@@ -187,6 +187,11 @@ function str(value: unknown, field: string): string {
   return value;
 }
 
+function bool(value: unknown, field: string): boolean {
+  if (typeof value !== 'boolean') bad(field, 'is not a boolean');
+  return value;
+}
+
 function id(value: unknown, field: string): string {
   const s = str(value, field);
   if (s.length < 1 || Buffer.byteLength(s) > LIMITS.transferIdBytesMax * 2) bad(field, 'has a bad length');
@@ -246,6 +251,7 @@ function request(value: unknown): GenerationRequest {
     maxTokens: int(r['maxTokens'], 'maxTokens', 1, LIMITS.contextTokensMax),
     sampling: sampling(r['sampling']),
     topLogprobs: int(r['topLogprobs'], 'topLogprobs', 0, LIMITS.topLogprobsMax),
+    ...(r['logprobs'] !== undefined ? { logprobs: bool(r['logprobs'], 'logprobs') } : {}),
     tenantKvPagesMax: int(r['tenantKvPagesMax'], 'tenantKvPagesMax', 1, LIMITS.kvPagesMax),
     ...(constraint !== undefined ? { constraint: outputConstraint(constraint) } : {}),
     ...(r['choices'] !== undefined ? { choices: int(r['choices'], 'choices', 1, LIMITS.choicesMax) } : {}),
@@ -276,10 +282,7 @@ function sampling(value: unknown): SamplingParams {
       }),
     ),
     ...optional('minTokens', (v) => int(v, 'minTokens', 0, LIMITS.contextTokensMax)),
-    ...optional('ignoreEos', (v) => {
-      if (typeof v !== 'boolean') bad('ignoreEos', 'is not a boolean');
-      return v;
-    }),
+    ...optional('ignoreEos', (v) => bool(v, 'ignoreEos')),
     ...optional('stopTokenIds', (v) =>
       arr(v, 'stopTokenIds', LIMITS.stopTokenIdsMax).map((t) => tokenId(t, 'stop token id')),
     ),

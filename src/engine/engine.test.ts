@@ -5,6 +5,7 @@ import { forwardFor } from '../../test/helpers/models.js';
 import { KvfenceError } from '../util/errors.js';
 import { Engine } from './engine.js';
 import { generate } from './generate.js';
+import type { GeneratedToken } from './request.js';
 import { GREEDY } from './sampler.js';
 
 test('continuous batching gives every request exactly what it gets alone, and the pool ends whole', () => {
@@ -165,4 +166,26 @@ test('an ownership violation aborts only the offending request and reports an in
     64,
     'the thief’s own pages were released through its reservation',
   );
+});
+
+test('a request that did not ask for logprobs gets the same tokens, with logprob 0 and no alternatives', () => {
+  const run = (logprobs: boolean | undefined) => {
+    const engine = new Engine(config(), forwardFor(model, 64, 16));
+    engine.submit({ ...request('r', 't', 20, 6), ...(logprobs !== undefined ? { logprobs } : {}) }, 0);
+    const tokens: GeneratedToken[] = [];
+    for (let step = 0; engine.hasWork; step++) {
+      assert.ok(step < 100, 'finished within the step bound');
+      for (const e of engine.step(0)) if (e.kind === 'token') tokens.push(e.token);
+    }
+    return tokens;
+  };
+  const asked = run(undefined);
+  const not = run(false);
+  assert.equal(asked.length, 6);
+  assert.deepEqual(
+    not.map((t) => t.id),
+    asked.map((t) => t.id),
+  );
+  assert.ok(asked.every((t) => t.top.length === 2 && t.logprob < 0));
+  assert.ok(not.every((t) => t.top.length === 0 && t.logprob === 0));
 });

@@ -327,7 +327,8 @@ export class Engine {
   }
 
   private sampleNext(seq: Sequence, logits: Float32Array, events: EngineEvent[]): void {
-    const describe = (id: number) => describeToken(logits, id, seq.request.topLogprobs);
+    const { topLogprobs, logprobs } = seq.request;
+    const describe = (id: number) => describeToken(logits, id, topLogprobs, logprobs !== false);
     this.take(seq, seq.sampler.choose(logits, this.scratch), describe, events);
   }
 

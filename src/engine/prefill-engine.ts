@@ -211,7 +211,7 @@ export class PrefillEngine {
         return;
       }
       // a stop token travels as a first token too: the decode worker's replay ends that choice with it
-      firsts.push(describeToken(logits, choice.id, seq.request.topLogprobs));
+      firsts.push(describeToken(logits, choice.id, seq.request.topLogprobs, seq.request.logprobs !== false));
     }
     this.running.splice(this.running.indexOf(seq), 1);
     let released = false;

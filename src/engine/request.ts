@@ -18,6 +18,11 @@ export interface GenerationRequest {
   /** alternatives reported per generated token (0: only the chosen token's logprob) */
   topLogprobs: number;
   /**
+   * false: the client did not ask for logprobs, so none are computed (a log Σ exp over the vocabulary per token: ~0.6
+   * ms at 49k tokens) and tokens carry logprob 0 and no alternatives; absent: computed
+   */
+  logprobs?: boolean;
+  /**
    * The tenant's KV page quota on a worker's pool, from the gateway's tenant table: it travels with each request so
    * every worker applies the limits the gateway holds (admission.ts), whatever the deployment.
    */
@@ -35,7 +40,10 @@ export interface TokenLogprob {
 
 export interface GeneratedToken {
   id: number;
-  /** log-probability of the chosen token under the model's distribution (f64 log-softmax of the logits) */
+  /**
+   * log-probability of the chosen token under the model's distribution (f64 log-softmax of the logits); 0 when the
+   * request said `logprobs: false`
+   */
   logprob: number;
   /** the `topLogprobs` most likely tokens, most likely first, ties by lower id */
   top: TokenLogprob[];

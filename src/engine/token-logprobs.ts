@@ -6,8 +6,9 @@
 import type { GeneratedToken, TokenLogprob } from './request.js';
 import { logSumExp } from './sampler.js';
 
-/** The chosen token's logprob and the `topCount` most likely tokens (ties: lower id first). */
-export function describeToken(logits: Float32Array, id: number, topCount: number): GeneratedToken {
+/** The chosen token's logprob and the `topCount` most likely tokens (ties: lower id first), unless not `wanted`. */
+export function describeToken(logits: Float32Array, id: number, topCount: number, wanted = true): GeneratedToken {
+  if (!wanted) return { id, logprob: 0, top: [] };
   const logSum = logSumExp(logits);
   const top: TokenLogprob[] = [];
   if (topCount > 0) {

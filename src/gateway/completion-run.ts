@@ -176,6 +176,7 @@ export class CompletionRun {
         ...(o.stopTokenIds.length > 0 ? { stopTokenIds: o.stopTokenIds } : {}),
       },
       topLogprobs: parsed.logprobs ? parsed.topLogprobs : 0,
+      ...(parsed.logprobs ? {} : { logprobs: false }),
       tenantKvPagesMax: ctx.tenants.limitsOf(this.tenant).kvPagesMax,
       ...(parsed.constraint !== undefined ? { constraint: parsed.constraint } : {}),
       ...(parsed.n > 1 ? { choices: parsed.n } : {}),
