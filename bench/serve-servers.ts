@@ -1,6 +1,6 @@
 /**
- * The two servers `bench:serve` compares, each started as its own child process on the same model file and stopped
- * before the other starts, so they never share the machine's cores.
+ * The two servers `bench:serve` compares, each started as its own child process on the same model file. Both run for
+ * the whole bench, but only one is sent work at a time, so they never compete for the machine's cores.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';

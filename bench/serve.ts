@@ -1,7 +1,7 @@
 /**
  * `npm run bench:serve`: `kvfence serve` against llama.cpp's `llama-server` on the same GGUF file (SmolLM2-135M's
- * shape, f16, printable vocabulary: serve-model.ts says why) with the same thread count, one server at a time, each in
- * its own process. At each concurrency, that many clients each stream `--requests` completions back to back over
+ * shape, f16, printable vocabulary: serve-model.ts says why) with the same thread count, each in its own process, both
+ * started and taking turns round by round (only one works at a time). At each concurrency, that many clients each stream `--requests` completions back to back over
  * /v1/completions (distinct 128-token prompts, greedy, `ignore_eos`, a fixed output length); a round's output
  * tokens/s is every token streamed over the round's wall time. Prints the median over `--rounds` rounds, TTFT p50/p99
  * over every stream of all rounds, side by side, then (unless --no-neighbour) a probe client's latency alone and beside
@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { SeededRandom } from '../src/util/random.js';
 import { median } from './bench-types.js';
-import { BENCH_KEYS, type CompletionBody, quantile, streamCompletion } from './serve-client.js';
+import { BENCH_KEYS, type CompletionBody, quantile, type StreamTiming, streamCompletion } from './serve-client.js';
 import { ensureServeModel } from './serve-model.js';
 import { LONG_PROMPT_CHARS, NEIGHBOUR_MODES, type NeighbourResult, probeBeside } from './serve-neighbour.js';
 import {
@@ -89,30 +89,33 @@ interface ServerResult {
   neighbour: NeighbourResult[];
 }
 
-async function measureLevel(server: RunningServer, clients: number, firstIndex: number): Promise<LevelResult> {
-  const perRound = clients * requestsPerClient;
-  const roundTokensPerSecond: number[] = [];
-  const ttftMs: number[] = [];
-  const itlMs: number[] = [];
-  for (let round = 0; round < rounds; round++) {
-    const base = firstIndex + round * perRound;
-    const started = performance.now();
-    const timings = await Promise.all(
-      Array.from({ length: clients }, async (_, c) => {
-        const mine = [];
-        for (let r = 0; r < requestsPerClient; r++) {
-          const index = base + c * requestsPerClient + r;
-          mine.push(await streamCompletion(server.baseUrl, body(server.model, index), BENCH_KEYS.clients));
-        }
-        return mine;
-      }),
-    );
-    const seconds = (performance.now() - started) / 1000;
-    const all = timings.flat();
-    roundTokensPerSecond.push(all.reduce((sum, t) => sum + t.tokens, 0) / seconds);
-    ttftMs.push(...all.map((t) => t.ttftMs));
-    itlMs.push(...all.flatMap((t) => t.itlMs));
-  }
+interface RoundResult {
+  tokensPerSecond: number;
+  timings: StreamTiming[];
+}
+
+/** One round at one concurrency: `clients` clients, each sending its requests one after another. */
+async function measureRound(server: RunningServer, clients: number, base: number): Promise<RoundResult> {
+  const started = performance.now();
+  const timings = await Promise.all(
+    Array.from({ length: clients }, async (_, c) => {
+      const mine = [];
+      for (let r = 0; r < requestsPerClient; r++) {
+        const index = base + c * requestsPerClient + r;
+        mine.push(await streamCompletion(server.baseUrl, body(server.model, index), BENCH_KEYS.clients));
+      }
+      return mine;
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  const all = timings.flat();
+  return { tokensPerSecond: all.reduce((sum, t) => sum + t.tokens, 0) / seconds, timings: all };
+}
+
+function levelResult(clients: number, done: readonly RoundResult[]): LevelResult {
+  const roundTokensPerSecond = done.map((r) => r.tokensPerSecond);
+  const ttftMs = done.flatMap((r) => r.timings.map((t) => t.ttftMs));
+  const itlMs = done.flatMap((r) => r.timings.flatMap((t) => t.itlMs));
   return {
     concurrency: clients,
     roundTokensPerSecond,
@@ -124,40 +127,51 @@ async function measureLevel(server: RunningServer, clients: number, firstIndex: 
   };
 }
 
-async function benchServer(start: () => Promise<RunningServer>): Promise<ServerResult> {
-  const server = await start();
-  try {
-    process.stderr.write(`bench:serve: ${server.name} at ${server.baseUrl}\n`);
-    // Warm-up, not measured: one stream alone, then the largest concurrency once (indices no measured request uses).
-    const warmBase = 10_000_000;
-    await streamCompletion(server.baseUrl, body(server.model, warmBase), BENCH_KEYS.clients);
-    const most = Math.max(...levels);
-    await Promise.all(
-      Array.from({ length: most }, (_, c) =>
-        streamCompletion(server.baseUrl, body(server.model, warmBase + 1 + c), BENCH_KEYS.clients),
-      ),
-    );
-    const results: LevelResult[] = [];
-    let index = 0;
-    for (const clients of levels) {
-      process.stderr.write(`bench:serve: ${server.name}: ${clients} concurrent clients\n`);
-      results.push(await measureLevel(server, clients, index));
-      index += rounds * clients * requestsPerClient;
+/** Warm-up, not measured: one stream alone, then the largest concurrency once (indices no measured request uses). */
+async function warmUp(server: RunningServer): Promise<void> {
+  process.stderr.write(`bench:serve: ${server.name} at ${server.baseUrl}\n`);
+  const warmBase = 10_000_000;
+  await streamCompletion(server.baseUrl, body(server.model, warmBase), BENCH_KEYS.clients);
+  await Promise.all(
+    Array.from({ length: Math.max(...levels) }, (_, c) =>
+      streamCompletion(server.baseUrl, body(server.model, warmBase + 1 + c), BENCH_KEYS.clients),
+    ),
+  );
+}
+
+/**
+ * Every level's rounds, the servers taking turns round by round (the first one alternating), so drift in the speed of
+ * a shared machine falls on both sides alike; an idle server uses no CPU. Both get the same requests.
+ */
+async function measureLevels(servers: readonly RunningServer[]): Promise<LevelResult[][]> {
+  const results: LevelResult[][] = servers.map(() => []);
+  let index = 0;
+  for (const clients of levels) {
+    process.stderr.write(`bench:serve: ${clients} concurrent clients\n`);
+    const perServer: RoundResult[][] = servers.map(() => []);
+    for (let round = 0; round < rounds; round++) {
+      const order = servers.map((_, i) => i);
+      if (round % 2 === 1) order.reverse();
+      for (const i of order) perServer[i]!.push(await measureRound(servers[i]!, clients, index));
+      index += clients * requestsPerClient;
     }
-    const neighbour: NeighbourResult[] = [];
-    if (values['no-neighbour'] !== true) {
-      const longBody = (prompt: string): CompletionBody => ({ ...body(server.model, 0), prompt });
-      for (const [m, mode] of NEIGHBOUR_MODES.entries()) {
-        // new prompts for each mode: a server that kept the last mode's KV (llama-server's slots do) must not reuse it
-        const probes = Array.from({ length: probeCount }, (_, i) => body(server.model, 20_000_000 + m * 1000 + i));
-        process.stderr.write(`bench:serve: ${server.name}: probe client, ${mode}\n`);
-        neighbour.push(await probeBeside(mode, server.baseUrl, probes, longBody));
-      }
-    }
-    return { server: server.name, levels: results, neighbour };
-  } finally {
-    await server.stop();
+    servers.forEach((_, i) => results[i]!.push(levelResult(clients, perServer[i]!)));
   }
+  return results;
+}
+
+/** The probe client beside each busy neighbour, one server at a time. */
+async function measureNeighbours(server: RunningServer): Promise<NeighbourResult[]> {
+  const neighbour: NeighbourResult[] = [];
+  if (values['no-neighbour'] === true) return neighbour;
+  const longBody = (prompt: string): CompletionBody => ({ ...body(server.model, 0), prompt });
+  for (const [m, mode] of NEIGHBOUR_MODES.entries()) {
+    // new prompts for each mode: a server that kept the last mode's KV (llama-server's slots do) must not reuse it
+    const probes = Array.from({ length: probeCount }, (_, i) => body(server.model, 20_000_000 + m * 1000 + i));
+    process.stderr.write(`bench:serve: ${server.name}: probe client, ${mode}\n`);
+    neighbour.push(await probeBeside(mode, server.baseUrl, probes, longBody));
+  }
+  return neighbour;
 }
 
 const scratch = mkdtempSync(join(tmpdir(), 'kvfence-bench-serve-'));
@@ -169,11 +183,24 @@ if (values['no-llama'] !== true && !withLlama) {
       'binary); kvfence figures only\n',
   );
 }
-const kvfence = await benchServer(() => startKvfence(model.path, scratch, maxContext));
-// llama-server: a slot per client of the largest concurrency, each holding the longest sequence a request makes
-const llama = withLlama
-  ? await benchServer(() => startLlamaServer(model.path, threads, Math.max(...levels), maxContext))
-  : undefined;
+const running: RunningServer[] = [];
+let kvfence: ServerResult;
+let llama: ServerResult | undefined;
+try {
+  running.push(await startKvfence(model.path, scratch, maxContext));
+  // llama-server: a slot per client of the largest concurrency, each holding the longest sequence a request makes
+  if (withLlama) running.push(await startLlamaServer(model.path, threads, Math.max(...levels), maxContext));
+  for (const server of running) await warmUp(server);
+  const levelResults = await measureLevels(running);
+  const results: ServerResult[] = [];
+  for (const [i, server] of running.entries()) {
+    results.push({ server: server.name, levels: levelResults[i]!, neighbour: await measureNeighbours(server) });
+  }
+  kvfence = results[0]!;
+  llama = results[1];
+} finally {
+  for (const server of running) await server.stop();
+}
 
 const ms = (x: number) => x.toFixed(0).padStart(6);
 const lines = [
