@@ -155,7 +155,7 @@ async function measureLevels(servers: readonly RunningServer[]): Promise<LevelRe
       for (const i of order) perServer[i]!.push(await measureRound(servers[i]!, clients, index));
       index += clients * requestsPerClient;
     }
-    servers.forEach((_, i) => results[i]!.push(levelResult(clients, perServer[i]!)));
+    for (const [i, done] of perServer.entries()) results[i]!.push(levelResult(clients, done));
   }
   return results;
 }
