@@ -139,6 +139,9 @@ async function warmUp(server: RunningServer): Promise<void> {
   );
 }
 
+/** Idle time before each round: llama.cpp's threads keep polling for work a while after a batch. */
+const ROUND_GAP_MS = 1000;
+
 /**
  * Every level's rounds, the servers taking turns round by round (the first one alternating), so drift in the speed of
  * a shared machine falls on both sides alike; an idle server uses no CPU. Both get the same requests.
@@ -152,7 +155,10 @@ async function measureLevels(servers: readonly RunningServer[]): Promise<LevelRe
     for (let round = 0; round < rounds; round++) {
       const order = servers.map((_, i) => i);
       if (round % 2 === 1) order.reverse();
-      for (const i of order) perServer[i]!.push(await measureRound(servers[i]!, clients, index));
+      for (const i of order) {
+        await new Promise((r) => setTimeout(r, ROUND_GAP_MS)); // the other server's threads stop polling first
+        perServer[i]!.push(await measureRound(servers[i]!, clients, index));
+      }
       index += clients * requestsPerClient;
     }
     for (const [i, done] of perServer.entries()) results[i]!.push(levelResult(clients, done));
