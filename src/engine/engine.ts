@@ -251,13 +251,9 @@ export class Engine {
 
   private timeStep(planned: readonly PlannedInput[], ms: number): void {
     if (this.pace === undefined) return;
-    let promptTokens = 0;
-    for (const p of planned) if (p.seq.state === 'prefilling') promptTokens += p.input.tokens.length;
-    this.pace.record(
-      promptTokens,
-      planned.some((p) => p.seq.state === 'decoding'),
-      ms,
-    );
+    const prompts = planned.filter((p) => p.seq.state === 'prefilling');
+    const promptTokens = prompts.reduce((n, p) => n + p.input.tokens.length, 0);
+    this.pace.record(promptTokens, prompts.length < planned.length, ms); // the rest are decoders
   }
 
   /** Fails every request (shutdown); each gets its end event and its pages back. */

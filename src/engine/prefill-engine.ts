@@ -10,7 +10,7 @@
  * of the prompt's head are read, not computed, and the prompt's pages are cached once computed; the handed-over table
  * holds the whole prompt either way, so what is transferred never depends on the cache.
  */
-import type { ForwardOutput, ForwardPass } from '../compute/forward.js';
+import type { ForwardInput, ForwardOutput, ForwardPass } from '../compute/forward.js';
 import { KvIsolationError } from '../kv/isolation-error.js';
 import { pagesForTokens } from '../kv/kv-layout.js';
 import type { PagePool } from '../kv/page-pool.js';
@@ -25,7 +25,7 @@ import { grantPages, type PageGrant, poolRoom, releaseGrant } from './page-grant
 import { type PrefillPace, paceOf } from './prefill-pace.js';
 import type { GeneratedToken, GenerationRequest, IsolationIncident } from './request.js';
 import { SamplingScratch } from './sampler.js';
-import { fairShares } from './scheduler.js';
+import { promptChunks } from './scheduler.js';
 import { type SamplingEnv, SequenceSampler, samplingEnv } from './sequence-sampler.js';
 import { describeToken } from './token-logprobs.js';
 
@@ -170,27 +170,13 @@ export class PrefillEngine {
   }
 
   /** Prompt chunks under the step budget (or the pace's), shared equally among tenants as in scheduler.ts. */
-  private plan(): { seq: PrefillSequence; input: { table: PageTable; tokens: number[]; logits: 'last' | 'none' } }[] {
+  private plan(): { seq: PrefillSequence; input: ForwardInput }[] {
     const budget = Math.min(this.config.stepTokenBudget, this.pace?.promptTokens(false) ?? Number.POSITIVE_INFINITY);
-    const wants = this.running.map((seq) => {
-      const left = seq.request.promptTokens.length - seq.grant!.table.writtenTokens;
-      return { tenant: seq.tenant, tokens: Math.min(this.config.prefillChunkTokens, left) };
-    });
-    const grants = fairShares(wants, budget);
-    const planned = [];
-    for (const [i, seq] of this.running.entries()) {
-      const count = grants[i]!;
-      if (count === 0) continue;
-      const table = seq.grant!.table;
-      const prompt = seq.request.promptTokens;
-      const start = table.writtenTokens;
-      const last = start + count === prompt.length;
-      planned.push({
-        seq,
-        input: { table, tokens: prompt.slice(start, start + count), logits: last ? 'last' : 'none' } as const,
-      });
-    }
-    return planned;
+    return promptChunks(this.running, this.config.prefillChunkTokens, budget, (seq) => ({
+      tenant: seq.tenant,
+      table: seq.grant!.table,
+      tokens: seq.request.promptTokens,
+    }));
   }
 
   /** The prompt is in the KV: cache its pages (I9), sample the first token, hand the pages over. */

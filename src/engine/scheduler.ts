@@ -10,6 +10,7 @@
  * inside a tenant.
  */
 import type { ForwardInput } from '../compute/forward.js';
+import type { PageTable } from '../kv/page-table.js';
 import { assert } from '../util/assert.js';
 import type { EngineConfig } from './engine-config.js';
 import type { Sequence } from './sequence.js';
@@ -42,28 +43,55 @@ export function planStep(config: EngineConfig, running: readonly Sequence[], pac
   assert(paced >= 1, 'prompts advance every step');
   budget = Math.min(budget, paced);
   const prompts = running.filter((seq) => seq.state === 'prefilling');
-  const wants = prompts.map((seq) => {
-    assert(seq.table !== undefined, 'a prefilling sequence has pages');
-    const left = seq.request.promptTokens.length - seq.table.writtenTokens;
-    return { tenant: seq.tenant, tokens: Math.min(config.prefillChunkTokens, left) };
-  });
+  planned.push(
+    ...promptChunks(prompts, config.prefillChunkTokens, budget, (seq) => {
+      assert(seq.table !== undefined, 'a prefilling sequence has pages');
+      return { tenant: seq.tenant, table: seq.table, tokens: seq.request.promptTokens };
+    }),
+  );
+  return planned;
+}
+
+/** A prompt in progress: its tenant, the table its KV goes to (`writtenTokens` of it written so far), all its tokens. */
+export interface PromptInProgress {
+  tenant: string;
+  table: PageTable;
+  tokens: readonly number[];
+}
+
+/**
+ * This step's chunk of each prompt (`of` says what each item's prompt is; items that get no tokens this step are left
+ * out): at most `chunk` tokens each and `budget` in all, shared among tenants by `fairShares`. Both engines plan their
+ * prompts through it, the colocated/decode one and prefill's.
+ */
+export function promptChunks<S>(
+  items: readonly S[],
+  chunk: number,
+  budget: number,
+  of: (item: S) => PromptInProgress,
+): { seq: S; input: ForwardInput }[] {
+  const prompts = items.map(of);
+  const wants = prompts.map((p) => ({
+    tenant: p.tenant,
+    tokens: Math.min(chunk, p.tokens.length - p.table.writtenTokens),
+  }));
   const grants = fairShares(wants, budget);
-  prompts.forEach((seq, i) => {
+  const planned: { seq: S; input: ForwardInput }[] = [];
+  prompts.forEach(({ table, tokens }, i) => {
     const count = grants[i]!;
-    if (count === 0 || seq.table === undefined) return;
-    const prompt = seq.request.promptTokens;
-    const start = seq.table.writtenTokens;
-    const last = start + count === prompt.length;
+    if (count === 0) return;
+    const start = table.writtenTokens;
+    const last = start + count === tokens.length;
     planned.push({
-      seq,
-      input: { table: seq.table, tokens: prompt.slice(start, start + count), logits: last ? 'last' : 'none' },
+      seq: items[i]!,
+      input: { table, tokens: tokens.slice(start, start + count), logits: last ? 'last' : 'none' },
     });
   });
   return planned;
 }
 
 /** A prompt that wants `tokens` of a step (at most a chunk and what is left of it), on behalf of `tenant`. */
-export interface PromptWant {
+interface PromptWant {
   tenant: string;
   tokens: number;
 }
@@ -71,9 +99,9 @@ export interface PromptWant {
 /**
  * Prompt tokens per prompt: the budget is shared equally among tenants (what one leaves unused goes to the others),
  * so a tenant with many or long prompts cannot slow another's first token more than an equal share would (I11);
- * inside a tenant, in the given order (oldest first). Used by both engines, the colocated/decode one and prefill's.
+ * inside a tenant, in the given order (oldest first).
  */
-export function fairShares(wants: readonly PromptWant[], budget: number): number[] {
+function fairShares(wants: readonly PromptWant[], budget: number): number[] {
   const tenants = new Map<string, { want: number; got: number }>();
   for (const w of wants) {
     assert(w.tokens > 0, 'a prompt in the plan has tokens left');
