@@ -62,10 +62,3 @@ export function numberFlag(argv: readonly string[], name: string, fallback: numb
   const i = argv.indexOf(`--${name}`);
   return i >= 0 ? Number(argv[i + 1]) : fallback;
 }
-
-export function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}

@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import type { BackendPreference } from '../src/compute/select-backend.js';
 import { startServer } from '../src/launch/colocated-server.js';
 import { SERVE_DEFAULTS } from '../src/launch/serve-config.js';
-import { median, numberFlag } from './bench-types.js';
+import { median } from '../src/util/median.js';
+import { numberFlag } from './bench-types.js';
 
 const arg = (name: string, fallback: number) => numberFlag(process.argv, name, fallback);
 const requests = arg('requests', 4);

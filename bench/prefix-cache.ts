@@ -15,7 +15,8 @@ import { PagePool } from '../src/kv/page-pool.js';
 import { PrefixCache } from '../src/kv/prefix-cache.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../src/model/default-model.js';
 import { loadModel } from '../src/model/load-model.js';
-import { benchPrompt, median, numberFlag } from './bench-types.js';
+import { median } from '../src/util/median.js';
+import { benchPrompt, numberFlag } from './bench-types.js';
 
 const PAGE_SIZE = 16;
 

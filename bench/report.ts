@@ -1,5 +1,7 @@
 /** The benchmark table: medians of every sample, kvfence against llama.cpp, with the targets the project set. */
-import { type EngineSamples, type KvfenceSamples, median } from './bench-types.js';
+
+import { median } from '../src/util/median.js';
+import type { EngineSamples, KvfenceSamples } from './bench-types.js';
 
 /** llama.cpp's llama-bench on the same file: pp at an empty context, tg after a context of the prompt length. */
 export interface LlamaBenchSamples {

@@ -24,8 +24,9 @@ import { loadModel } from '../src/model/load-model.js';
 import type { TestPreset } from '../src/model/test-model.js';
 import { grammarCacheFor } from '../src/structured/grammar-cache.js';
 import { GrammarMatcher } from '../src/structured/grammar-matcher.js';
+import { median } from '../src/util/median.js';
 import { SeededRandom } from '../src/util/random.js';
-import { benchPrompt, median, numberFlag } from './bench-types.js';
+import { benchPrompt, numberFlag } from './bench-types.js';
 
 const argv = process.argv;
 const spec = argv.includes('--model') ? argv[argv.indexOf('--model') + 1]! : '135m-f16';

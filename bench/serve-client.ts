@@ -5,6 +5,7 @@
  * text chunks (every token of the bench model is printable text, so each one is a chunk on both servers).
  */
 import { Agent, request } from 'node:http';
+import { SseReader } from '../src/audit/sse.js';
 
 export interface CompletionBody {
   prompt: number[] | string;
@@ -55,7 +56,8 @@ export function streamCompletion(baseUrl: string, body: CompletionBody, apiKey: 
     let finishReason: string | undefined;
     let usageTokens: number | undefined;
     let done = false;
-    let pending = '';
+    const events = new SseReader(RESPONSE_BYTES_MAX);
+    let errorBody = ''; // a non-200 answer's first bytes, for the message
     let received = 0;
     const fail = (why: string) => {
       req.destroy();
@@ -90,18 +92,15 @@ export function streamCompletion(baseUrl: string, body: CompletionBody, apiKey: 
         res.on('data', (text: string) => {
           received += text.length;
           if (received > RESPONSE_BYTES_MAX) return fail('response over 16 MiB');
-          pending += text;
-          if (res.statusCode !== 200) return;
-          let end = pending.indexOf('\n\n');
-          while (end >= 0) {
-            const line = pending.slice(0, end).trim();
-            pending = pending.slice(end + 2);
-            if (line.startsWith('data: ')) onEvent(line.slice(6));
-            end = pending.indexOf('\n\n');
+          if (res.statusCode !== 200) {
+            if (errorBody.length < 300) errorBody += text;
+            return;
           }
+          for (const data of events.push(text)) onEvent(data);
         });
         res.on('end', () => {
-          if (res.statusCode !== 200) return fail(`HTTP ${res.statusCode}: ${pending.slice(0, 300)}`);
+          if (res.statusCode !== 200) return fail(`HTTP ${res.statusCode}: ${errorBody.slice(0, 300)}`);
+          for (const data of events.finish()) onEvent(data);
           const want = body.max_tokens;
           if (!done) return fail('the stream ended without [DONE]');
           if (finishReason !== 'length') return fail(`finish_reason ${finishReason}, expected length`);

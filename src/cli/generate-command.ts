@@ -16,6 +16,7 @@ import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { type LoadedModel, loadModel } from '../model/load-model.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
+import { median } from '../util/median.js';
 import { parseChoice, parseInteger, parseNumber } from './options.js';
 
 interface GenerateCliOptions {
@@ -60,12 +61,6 @@ export function addGenerateCommand(program: Command): void {
 
 /** Measured passes at most: each is a whole generation, so more only makes the command slow, not the median better. */
 const REPEAT_MAX = 100;
-
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
 
 function speeds(promptLength: number, result: GenerateResult): { prefill: number; decode: number } {
   return {
