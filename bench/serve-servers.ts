@@ -76,13 +76,22 @@ function writeKeyFile(scratch: string): string {
   return path;
 }
 
-/** `kvfence serve` on the native backend (it insists: no silent fall back to the slow reference backend). */
-export async function startKvfence(modelPath: string, scratch: string, maxContext: number): Promise<RunningServer> {
+/**
+ * `kvfence serve` on the native backend (it insists: no silent fall back to the slow reference backend); its engine
+ * on its own thread unless `engineThread` is false (`--no-engine-thread`: steps share the HTTP thread).
+ */
+export async function startKvfence(
+  modelPath: string,
+  scratch: string,
+  maxContext: number,
+  engineThread: boolean,
+): Promise<RunningServer> {
   const port = await freePort();
   const main = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
   const args = [main, 'serve', '--model', modelPath, '--backend', 'native', '--port', String(port)];
   args.push('--max-context', String(maxContext), '--log-level', 'warn');
   args.push('--incidents-db', join(scratch, 'incidents.sqlite'), '--api-keys', writeKeyFile(scratch));
+  if (!engineThread) args.push('--no-engine-thread');
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   const baseUrl = `http://127.0.0.1:${port}`;
   const stop = stopper(child);

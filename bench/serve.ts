@@ -10,7 +10,9 @@
  * /work/llama/build/bin/llama-server) it says so and prints kvfence's figures alone.
  *
  *   npm run bench:serve -- [--concurrency 1,4,16] [--rounds 3] [--requests 2] [--prompt 128] [--max-tokens 64]
- *                          [--probes 6] [--no-llama] [--no-neighbour]
+ *                          [--probes 6] [--no-llama] [--no-neighbour] [--no-engine-thread]
+ *
+ * `--no-engine-thread` runs kvfence's steps on its HTTP thread, to compare with its engine thread (the default).
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
@@ -40,6 +42,7 @@ const { values } = parseArgs({
     probes: { type: 'string', default: '6' },
     'no-llama': { type: 'boolean', default: false },
     'no-neighbour': { type: 'boolean', default: false },
+    'no-engine-thread': { type: 'boolean', default: false },
   },
 });
 
@@ -193,7 +196,7 @@ const running: RunningServer[] = [];
 let kvfence: ServerResult;
 let llama: ServerResult | undefined;
 try {
-  running.push(await startKvfence(model.path, scratch, maxContext));
+  running.push(await startKvfence(model.path, scratch, maxContext, !values['no-engine-thread']));
   // llama-server: a slot per client of the largest concurrency, each holding the longest sequence a request makes
   if (withLlama) running.push(await startLlamaServer(model.path, threads, Math.max(...levels), maxContext));
   for (const server of running) await warmUp(server);

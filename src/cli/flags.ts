@@ -197,6 +197,11 @@ const FLAGS: readonly Flag[] = [
     default: 'info',
   },
   {
+    flags: '--no-engine-thread',
+    help: "run model steps on the event loop's thread, beside HTTP (for profiling in one thread); default: their own thread",
+    on: ['serve'],
+  },
+  {
     flags: '--disaggregated',
     help: 'run prefill and decode as separate supervised worker processes on loopback',
     on: ['serve'],
@@ -331,6 +336,8 @@ export interface ParsedFlags {
   unauthConnectionsPerAddress: number;
   adminTokenFile?: string;
   logLevel: LogLevel;
+  /** commander's `--no-engine-thread`: true unless given */
+  engineThread?: boolean;
   disaggregated?: boolean;
   prefill: number | string;
   decode: number | string;

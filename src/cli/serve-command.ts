@@ -1,7 +1,10 @@
-/** `kvfence serve`: the colocated server, or with `--disaggregated` a gateway over supervised workers. */
+/**
+ * `kvfence serve`: the colocated server (the engine on its own thread unless `--no-engine-thread`), or with
+ * `--disaggregated` a gateway over supervised workers.
+ */
 import type { Command } from 'commander';
 import { startDisaggregatedServer } from '../launch/cluster-server.js';
-import { startServer } from '../launch/colocated-server.js';
+import { startServer, startThreadedServer } from '../launch/colocated-server.js';
 import { reloadKeysOnHangup } from '../launch/open-gateway.js';
 import { addFlags, type ParsedFlags, serveConfigOf } from './flags.js';
 
@@ -18,7 +21,13 @@ export function addServeCommand(program: Command): void {
             { serve, prefillCount: Number(o.prefill), decodeCount: Number(o.decode), workerStdout: 'inherit' },
             announce,
           )
-        : await startServer(serve, announce);
+        : o.engineThread === false
+          ? await startServer(serve, announce)
+          : await startThreadedServer(serve, announce, (why) => {
+              // nothing can serve any more: exit (once the 503s are written), so that a supervisor starts it again
+              process.stderr.write(`kvfence: the engine thread ${why}; exiting\n`);
+              setTimeout(() => process.exit(1), 1_000).unref();
+            });
     const stopReloading = reloadKeysOnHangup(server, announce);
     let stopping = false;
     const stop = () => {

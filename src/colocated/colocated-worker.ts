@@ -36,6 +36,7 @@ export class ColocatedWorker implements InferenceWorker {
   readonly runner: BatchRunner;
   private readonly incidentListeners: ((incident: IsolationIncident) => void)[] = [];
   private closed = false;
+  private readonly prefixCachePages: number;
 
   constructor(options: ColocatedWorkerOptions, parts: EngineParts = ENGINE_PARTS) {
     const { model, settings } = options;
@@ -43,6 +44,7 @@ export class ColocatedWorker implements InferenceWorker {
     this.pool = kv.pool;
     this.capacity = kv.capacity;
     this.prefixCache = kv.prefixCache;
+    this.prefixCachePages = settings.prefixCachePages;
     const engine = parts.engine(
       engineConfigOf(model, settings, kv.capacity.provenContext),
       kv.forward,
@@ -61,6 +63,18 @@ export class ColocatedWorker implements InferenceWorker {
 
   get provenContext(): number {
     return this.capacity.provenContext;
+  }
+
+  /** What the operator reads at startup: the pool's size and its capacity proof, and the prefix cache when on. */
+  summary(): string[] {
+    const { layout, pageCount } = this.pool;
+    const mib = (pageCount * layout.floatsPerPage * 4) / 2 ** 20;
+    const lines = [
+      `kvfence: KV pool ${pageCount} pages × ${layout.pageSize} tokens (${mib.toFixed(1)} MiB); ${this.capacity.summary}`,
+    ];
+    if (this.prefixCachePages > 0)
+      lines.push(`kvfence: prefix cache on: up to ${this.prefixCachePages} pages a tenant, reused only by that tenant`);
+    return lines;
   }
 
   get engine(): Engine {

@@ -26,7 +26,10 @@ export interface InferenceWorker {
   readonly pageSize: number;
   /** queues a request; throws a KvfenceError (with nothing reserved) when it cannot be accepted */
   submit(request: GenerationRequest, sink: GenerationSink): void;
-  /** frees the request's pages before returning; its sink hears nothing more */
+  /**
+   * its sink hears nothing more; its pages are freed before this returns (in-process) or as soon as the engine
+   * thread or remote worker reads the cancel
+   */
   cancel(requestId: string): void;
   stats(): WorkerStats;
   onIncident(listener: (incident: IsolationIncident) => void): void;

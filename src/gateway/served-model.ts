@@ -2,7 +2,7 @@
 import type { Template } from '@huggingface/jinja';
 import { parseChatTemplate } from '../model/chat-template.js';
 import { EncoderThread } from '../model/encoder-thread.js';
-import type { LoadedModel } from '../model/load-model.js';
+import type { ModelHead } from '../model/load-model.js';
 import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
 import { KvfenceError } from '../util/errors.js';
 import { renderChatPrompt } from './chat-prompt.js';
@@ -24,7 +24,7 @@ export interface ServedModel {
 /** A long prompt's tokenization is answered within this or refused (503): it runs off the event loop, bounded. */
 const TOKENIZE_TIMEOUT_MS = 10_000;
 
-export function servedModel(model: LoadedModel, id: string): ServedModel {
+export function servedModel(model: ModelHead, id: string): ServedModel {
   return {
     id,
     createdS: Math.floor(Date.now() / 1000),

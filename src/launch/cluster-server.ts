@@ -11,7 +11,7 @@ import { Supervisor } from '../cluster/supervisor.js';
 import { WORKER_DEFAULTS, type WorkerConfig } from '../cluster/worker-config.js';
 import type { WorkerSettings } from '../engine/worker-kv.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
-import { loadModel } from '../model/load-model.js';
+import { loadModelHead } from '../model/load-model.js';
 import { gatewaySettingsOf } from './colocated-server.js';
 import { type RunningGateway, startGateway } from './gateway-server.js';
 import type { GatewayParts } from './open-gateway.js';
@@ -59,7 +59,7 @@ export async function startDisaggregatedServer(
   parts: GatewayParts = {},
 ): Promise<RunningCluster> {
   const { serve } = config;
-  const model = loadModel(serve.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL));
+  const model = loadModelHead(serve.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL));
   const modelName = serve.modelName ?? model.config.name;
   const pageCount = resolvePageCount(model, serve.pageSize, serve.kvPages, serve.kvMemory);
   const secretText = newClusterSecretText();

@@ -1,25 +1,33 @@
 /**
- * `kvfence serve`: the colocated server (gateway + one worker with its KV pool, in one process). The capacity proof
+ * `kvfence serve`: the colocated server, gateway and one worker with its KV pool in one process. The capacity proof
  * (I1, the pool's and the tenant quotas') runs before the port opens, and its result is printed.
+ *
+ * `startThreadedServer` (what the CLI runs) puts the worker on its own thread (colocated/engine-thread.ts), so model
+ * steps and the gateway's HTTP, SSE and tokenization never wait for each other (I11). `startServer` keeps it on the
+ * event loop's thread: `--engine-thread off` for profiling in one thread, and the tests that reach into the engine or
+ * seed faults into its parts.
  */
+import type { FastifyBaseLogger } from 'fastify';
 import { pino } from 'pino';
 import { ColocatedWorker } from '../colocated/colocated-worker.js';
+import { EngineThread } from '../colocated/engine-thread.js';
 import { selectBackend } from '../compute/select-backend.js';
 import { ENGINE_PARTS, type EngineParts } from '../engine/engine-parts.js';
+import type { InferenceWorker } from '../engine/inference-worker.js';
 import { servedModel } from '../gateway/served-model.js';
 import type { Gateway } from '../gateway/server.js';
 import type { TenantDirectory } from '../gateway/tenants.js';
 import { IncidentStore } from '../incidents/incident-store.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
-import { loadModel } from '../model/load-model.js';
+import { loadModel, loadModelHead, type ModelHead } from '../model/load-model.js';
 import { drainHttp } from './drain-http.js';
 import { type GatewayParts, openGateway } from './open-gateway.js';
 import { resolvePageCount, SERVE_DEFAULTS, type ServeConfig, workerSettingsOf } from './serve-config.js';
 
-export interface RunningServer {
+export interface RunningServer<W extends InferenceWorker = ColocatedWorker> {
   url: string;
   gateway: Gateway;
-  worker: ColocatedWorker;
+  worker: W;
   tenants: TenantDirectory;
   incidents: IncidentStore;
   devMode: boolean;
@@ -29,7 +37,12 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** `parts`: what the engine is built from (tests of seeded faults hand in their own; production never does). */
+/** Loading a model file and proving its pool's capacity on the engine thread must end within this. */
+const ENGINE_START_TIMEOUT_MS = 600_000;
+/** /health, /metrics and the dashboard wait at most this for the engine thread's stats and page maps */
+const ENGINE_ASK_TIMEOUT_MS = 2_000;
+
+/** The worker in this thread. `parts`: what the engine is built from (tests of seeded faults hand in their own). */
 export async function startServer(
   config: ServeConfig,
   announce: (line: string) => void = () => {},
@@ -56,21 +69,69 @@ export async function startServer(
     incidents.close();
     throw error;
   }
+  for (const line of worker.summary()) announce(line);
+  return serveOver(worker, model, config, { logger, incidents, announce, parts });
+}
+
+/**
+ * The worker on its own thread. `onEngineDown`: the thread died (its requests have failed with 503); the CLI exits so
+ * that whatever supervises the process starts it again.
+ */
+export async function startThreadedServer(
+  config: ServeConfig,
+  announce: (line: string) => void = () => {},
+  onEngineDown: (why: string) => void = () => {},
+): Promise<RunningServer<EngineThread>> {
+  const modelPath = config.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL);
+  const model = loadModelHead(modelPath);
+  const pageCount = resolvePageCount(model, config.pageSize, config.kvPages, config.kvMemory);
+  const logger = pino({ level: config.logLevel });
+  const incidents = new IncidentStore(config.incidentsDb);
+  let started: Awaited<ReturnType<typeof EngineThread.start>>;
+  try {
+    started = await EngineThread.start({
+      data: {
+        modelPath,
+        backend: config.backend ?? 'auto',
+        settings: workerSettingsOf(config, pageCount),
+        incidentsDb: config.incidentsDb,
+        logLevel: config.logLevel,
+      },
+      log: logger,
+      startTimeoutMs: ENGINE_START_TIMEOUT_MS,
+      askTimeoutMs: ENGINE_ASK_TIMEOUT_MS,
+      onDown: onEngineDown,
+    });
+  } catch (error) {
+    incidents.close();
+    throw error;
+  }
+  for (const line of started.lines) announce(line);
+  return serveOver(started.worker, model, config, { logger, incidents, announce, parts: {} });
+}
+
+/** Opens the gateway over a started worker; closes the worker and the store when that fails. */
+async function serveOver<W extends InferenceWorker>(
+  worker: W,
+  model: ModelHead,
+  config: ServeConfig,
+  run: {
+    logger: FastifyBaseLogger;
+    incidents: IncidentStore;
+    announce: (line: string) => void;
+    parts: GatewayParts;
+  },
+): Promise<RunningServer<W>> {
+  const { incidents, announce } = run;
   const served = servedModel(model, config.modelName ?? model.config.name);
   let open: Awaited<ReturnType<typeof openGateway>>;
   try {
-    open = await openGateway(worker, served, gatewaySettingsOf(config), logger, announce, parts);
+    open = await openGateway(worker, served, gatewaySettingsOf(config), run.logger, announce, run.parts);
   } catch (error) {
     await worker.close();
     incidents.close();
     throw error;
   }
-  const pageMiB = (pageCount * worker.pool.layout.floatsPerPage * 4) / 2 ** 20;
-  announce(
-    `kvfence: KV pool ${pageCount} pages × ${config.pageSize} tokens (${pageMiB.toFixed(1)} MiB); ${worker.capacity.summary}`,
-  );
-  if ((config.prefixCachePages ?? 0) > 0)
-    announce(`kvfence: prefix cache on: up to ${config.prefixCachePages} pages a tenant, reused only by that tenant`);
   announce(`kvfence: incidents are recorded in ${config.incidentsDb}`);
   announce(`kvfence: serving model "${served.id}" (context ${open.context}) on ${open.url}`);
   return {

@@ -13,7 +13,7 @@ import { servedModel } from '../gateway/served-model.js';
 import type { Gateway } from '../gateway/server.js';
 import type { TenantDirectory } from '../gateway/tenants.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
-import { type LoadedModel, loadModel } from '../model/load-model.js';
+import { loadModelHead, type ModelHead } from '../model/load-model.js';
 import { systemClock } from '../util/clock.js';
 import { TcpTransport } from '../wire/tcp-transport.js';
 import { drainHttp } from './drain-http.js';
@@ -69,9 +69,9 @@ export interface RunningGateway {
 export async function startGateway(
   config: GatewayConfig,
   announce: (line: string) => void = () => {},
-  parts: GatewayParts & { model?: LoadedModel } = {},
+  parts: GatewayParts & { model?: ModelHead } = {},
 ): Promise<RunningGateway> {
-  const model = parts.model ?? loadModel(config.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL));
+  const model = parts.model ?? loadModelHead(config.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL));
   const c = model.config;
   const logger = pino({ level: config.logLevel });
   const served = servedModel(model, config.modelName ?? c.name);

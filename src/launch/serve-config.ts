@@ -10,7 +10,7 @@ import type { WorkerSettings } from '../engine/worker-kv.js';
 import type { HttpLimits } from '../gateway/http-limits.js';
 import { pageCountForMemory, parseByteSize } from '../kv/capacity.js';
 import { makeKvLayout } from '../kv/kv-layout.js';
-import type { LoadedModel } from '../model/load-model.js';
+import type { ModelHead } from '../model/load-model.js';
 
 export interface ServeConfig {
   /** GGUF file; undefined: the embedded generated model */
@@ -69,7 +69,7 @@ export const SERVE_DEFAULTS = {
 } as const;
 
 /** Pages of the pool: `--kv-pages`, or what `--kv-memory` holds of this model's pages. */
-export function resolvePageCount(model: LoadedModel, pageSize: number, kvPages?: number, kvMemory?: string): number {
+export function resolvePageCount(model: ModelHead, pageSize: number, kvPages?: number, kvMemory?: string): number {
   if (kvPages !== undefined) return kvPages;
   const c = model.config;
   const layout = makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, pageSize);
