@@ -139,15 +139,22 @@ test('SIGHUP re-reads the key file: a new key works without a restart; a bad fil
   assert.equal(await server.stop(), 0);
 });
 
-test('serve without keys announces the single-tenant dev mode', async () => {
-  const server = await serve(['--model', model, '--kv-pages', '32', '--incidents-db', join(dir, 'c.sqlite')]);
-  assert.match(server.output, /DEV MODE/);
-  const r = await fetch(`${server.url}/v1/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'kvfence-test-tiny-llama-f32-s7', prompt: 'hi', max_tokens: 3 }),
-    signal: AbortSignal.timeout(10_000),
-  });
-  assert.equal(r.status, 200);
-  assert.equal(await server.stop(), 0);
+test('serve without keys announces the single-tenant dev mode; --no-engine-thread answers the same', async () => {
+  const texts: string[] = [];
+  for (const extra of [[], ['--no-engine-thread']]) {
+    const db = join(dir, `c${texts.length}.sqlite`);
+    const server = await serve(['--model', model, '--kv-pages', '32', '--incidents-db', db, ...extra]);
+    assert.match(server.output, /DEV MODE/);
+    const r = await fetch(`${server.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'kvfence-test-tiny-llama-f32-s7', prompt: 'hi', max_tokens: 8, temperature: 0 }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    assert.equal(r.status, 200);
+    texts.push(((await r.json()) as { choices: { text: string }[] }).choices[0]!.text);
+    assert.equal(await server.stop(), 0);
+  }
+  assert.ok(texts[0]!.length > 0);
+  assert.equal(texts[1], texts[0]);
 });
