@@ -18,15 +18,21 @@
 namespace kvf {
 namespace {
 
+// Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
+constexpr int32_t kAbiVersion = 3;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
 constexpr int64_t kInlineWork = int64_t{1} << 15;
 // Output columns per matmul task are a multiple of every tile width (6, 3, 2).
 constexpr int32_t kColumnQuantum = 12;
+// matmuls(): products sharing one input per call, and the array entries that describe each
+constexpr uint32_t kMatmulPartsMax = 8;
+constexpr uint32_t kMatmulPartFields = 6;
 
-enum Op { kMatmul, kAttention, kRmsNorm, kRope, kSwiglu, kEmbed, kTriad, kOpCount };
-const char* const kOpNames[kOpCount] = {"matmul", "attention", "rmsNorm", "rope", "swiglu", "embed", "triad"};
+enum Op { kMatmul, kMatmuls, kAttention, kRmsNorm, kRope, kSwiglu, kEmbed, kStoreKv, kTriad, kOpCount };
+const char* const kOpNames[kOpCount] = {"matmul", "matmuls", "attention", "rmsNorm", "rope",
+                                        "swiglu", "embed",    "storeKv",   "triad"};
 
 template <typename T>
 struct Span {
@@ -39,20 +45,23 @@ struct Span {
 [[noreturn]] void throwRange(Napi::Env env, const std::string& message) { throw Napi::RangeError::New(env, message); }
 
 template <typename T>
-Span<T> typedArrayArg(const Napi::CallbackInfo& info, size_t index, napi_typedarray_type type, const char* kind,
-                      const char* name) {
-  const napi_env env = info.Env();
-  const napi_value v = info[index];
+Span<T> typedArrayValue(Napi::Env env, napi_value v, napi_typedarray_type type, const char* kind, const char* name) {
   bool isTypedArray = false;
   napi_typedarray_type actual = napi_int8_array;
   size_t length = 0;
   void* data = nullptr;
   if (napi_is_typedarray(env, v, &isTypedArray) != napi_ok || !isTypedArray ||
       napi_get_typedarray_info(env, v, &actual, &length, &data, nullptr, nullptr) != napi_ok || actual != type) {
-    throwType(info.Env(), std::string(name) + " must be a " + kind);
+    throwType(env, std::string(name) + " must be a " + kind);
   }
   // a detached buffer reports no data: treat it as empty, so every length check fails
   return {static_cast<T*>(data), data == nullptr ? 0 : length};
+}
+
+template <typename T>
+Span<T> typedArrayArg(const Napi::CallbackInfo& info, size_t index, napi_typedarray_type type, const char* kind,
+                      const char* name) {
+  return typedArrayValue<T>(info.Env(), info[index], type, kind, name);
 }
 
 Span<float> floatsArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
@@ -62,15 +71,18 @@ Span<int32_t> int32sArg(const Napi::CallbackInfo& info, size_t index, const char
   return typedArrayArg<int32_t>(info, index, napi_int32_array, "Int32Array", name);
 }
 
-int64_t integerArg(const Napi::CallbackInfo& info, size_t index, const char* name, int64_t min, int64_t max) {
-  const Napi::Value v = info[index];
-  if (!v.IsNumber()) throwType(info.Env(), std::string(name) + " must be a number");
+int64_t integerValue(Napi::Env env, Napi::Value v, const char* name, int64_t min, int64_t max) {
+  if (!v.IsNumber()) throwType(env, std::string(name) + " must be a number");
   const double d = v.As<Napi::Number>().DoubleValue();
   if (!(d >= static_cast<double>(min) && d <= static_cast<double>(max)) || d != static_cast<double>(static_cast<int64_t>(d))) {
-    throwRange(info.Env(), std::string(name) + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
-                               "], got " + std::to_string(d));
+    throwRange(env, std::string(name) + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                        "], got " + std::to_string(d));
   }
   return static_cast<int64_t>(d);
+}
+
+int64_t integerArg(const Napi::CallbackInfo& info, size_t index, const char* name, int64_t min, int64_t max) {
+  return integerValue(info.Env(), info[index], name, min, max);
 }
 
 void requireLength(Napi::Env env, size_t have, int64_t need, const char* name) {
@@ -98,9 +110,8 @@ struct WeightArg {
   Span<const uint8_t> bytes;
 };
 
-WeightArg weightArg(const Napi::CallbackInfo& info, size_t dataIndex, size_t typeIndex, int64_t inDim, int64_t outDim) {
-  const Napi::Env env = info.Env();
-  const int64_t code = integerArg(info, typeIndex, "weight type", 0, 1000);
+WeightArg weightValue(Napi::Env env, Napi::Value data, Napi::Value typeCode, int64_t inDim, int64_t outDim) {
+  const int64_t code = integerValue(env, typeCode, "weight type", 0, 1000);
   const int64_t count = inDim * outDim;
   auto expect = [&](size_t have, int64_t need) {
     if (static_cast<int64_t>(have) != need) {
@@ -109,13 +120,13 @@ WeightArg weightArg(const Napi::CallbackInfo& info, size_t dataIndex, size_t typ
   };
   switch (static_cast<WeightType>(code)) {
     case WeightType::f32: {
-      const auto s = floatsArg(info, dataIndex, "f32 weight data");
+      const auto s = typedArrayValue<float>(env, data, napi_float32_array, "Float32Array", "f32 weight data");
       expect(s.length, count);
       return {s.data, WeightType::f32, {reinterpret_cast<const uint8_t*>(s.data), s.bytes()}};
     }
     case WeightType::f16:
     case WeightType::bf16: {
-      const auto s = typedArrayArg<uint16_t>(info, dataIndex, napi_uint16_array, "Uint16Array", "f16/bf16 weight data");
+      const auto s = typedArrayValue<uint16_t>(env, data, napi_uint16_array, "Uint16Array", "f16/bf16 weight data");
       expect(s.length, count);
       return {s.data, static_cast<WeightType>(code), {reinterpret_cast<const uint8_t*>(s.data), s.bytes()}};
     }
@@ -135,12 +146,16 @@ WeightArg weightArg(const Napi::CallbackInfo& info, size_t dataIndex, size_t typ
         throwRange(env, "rows of weight type " + std::to_string(code) + " must be whole blocks of " + std::to_string(shape.size) +
                             " values");
       }
-      const auto s = typedArrayArg<uint8_t>(info, dataIndex, napi_uint8_array, "Uint8Array", "quantized weight data");
+      const auto s = typedArrayValue<uint8_t>(env, data, napi_uint8_array, "Uint8Array", "quantized weight data");
       expect(s.length, count / shape.size * shape.bytes);
       return {s.data, type, {s.data, s.length}};
     }
   }
   throwRange(env, "unsupported weight type code " + std::to_string(code));
+}
+
+WeightArg weightArg(const Napi::CallbackInfo& info, size_t dataIndex, size_t typeIndex, int64_t inDim, int64_t outDim) {
+  return weightValue(info.Env(), info[dataIndex], info[typeIndex], inDim, outDim);
 }
 
 class Context : public Napi::ObjectWrap<Context> {
@@ -149,6 +164,8 @@ class Context : public Napi::ObjectWrap<Context> {
     return DefineClass(env, "Context",
                        {
                            InstanceMethod<&Context::Matmul>("matmul"),
+                           InstanceMethod<&Context::Matmuls>("matmuls"),
+                           InstanceMethod<&Context::StoreKv>("storeKv"),
                            InstanceMethod<&Context::Attention>("attention"),
                            InstanceMethod<&Context::RmsNorm>("rmsNorm"),
                            InstanceMethod<&Context::Rope>("rope"),
@@ -194,19 +211,14 @@ class Context : public Napi::ObjectWrap<Context> {
     requireDisjoint(env, out, w.bytes, "out", "the weights");
     counts_[kMatmul]++;
     if (rowCount == 0) return env.Undefined();
-    int32_t chunk = static_cast<int32_t>(outDim);
-    if (rowCount * inDim * outDim >= kInlineWork && pool_->threadCount() > 1) {
-      // two tasks a thread: long sequential weight streams, and slack for a thread that starts late
-      const int64_t perTask = (outDim + pool_->threadCount() * 2 - 1) / (pool_->threadCount() * 2);
-      chunk = static_cast<int32_t>(std::min(outDim, (perTask + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum));
-    }
+    const auto chunk = static_cast<int32_t>(columnChunk(rowCount, inDim, outDim));
     struct Job {
       MatmulArgs args;
       int32_t chunk;
       const KernelTable* k;
     };
     const Job job{{out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
-                   static_cast<int32_t>(outDim)},
+                   static_cast<int32_t>(outDim), nullptr, false},
                   chunk, &k};
     const auto tasks = static_cast<int32_t>((outDim + chunk - 1) / chunk);
     pool_->run(tasks, [](const void* c, int32_t t) {
@@ -214,6 +226,151 @@ class Context : public Napi::ObjectWrap<Context> {
       const int32_t begin = t * j->chunk;
       j->k->matmul(j->args, begin, std::min(begin + j->chunk, j->args.outDim));
     }, &job);
+    return env.Undefined();
+  }
+
+  // Output columns per matmul task: all of them when the call is small, else about two tasks a thread (long
+  // sequential weight streams, and slack for a thread that starts late) in multiples of every tile width.
+  int64_t columnChunk(int64_t rowCount, int64_t inDim, int64_t columns) const {
+    if (rowCount * inDim * columns < kInlineWork || pool_->threadCount() <= 1) return columns;
+    const int64_t perTask = (columns + pool_->threadCount() * 2 - 1) / (pool_->threadCount() * 2);
+    return std::min(columns, (perTask + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum);
+  }
+
+  // matmuls(x, rowCount, inDim, parts): several products of one input x in one pool dispatch (a layer's Q, K and V;
+  // its gate and up). parts is a flat array of kMatmulPartFields entries per product: out, weightData, weightType,
+  // outDim, bias (a Float32Array of outDim values, or null), accumulate (0: out = x·wᵀ + bias; 1: out += x·wᵀ + bias,
+  // the residual add). The parts' output columns are numbered one after another and split into tasks as one matmul's
+  // are; every column is computed by the same tile arithmetic as a matmul of its own part, so the bits are the same.
+  Napi::Value Matmuls(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    const KernelTable& k = kernels(env);
+    const auto xArg = floatsArg(info, 0, "x");
+    const int64_t rowCount = integerArg(info, 1, "rowCount", 0, kDimMax);
+    const int64_t inDim = integerArg(info, 2, "inDim", 1, kDimMax);
+    if (!info[3].IsArray()) throwType(env, "parts must be an array");
+    const auto list = info[3].As<Napi::Array>();
+    const uint32_t fields = list.Length();
+    if (fields == 0 || fields % kMatmulPartFields != 0 || fields / kMatmulPartFields > kMatmulPartsMax) {
+      throwRange(env, "parts must describe 1 to " + std::to_string(kMatmulPartsMax) + " products, " +
+                          std::to_string(kMatmulPartFields) + " entries each");
+    }
+    const uint32_t count = fields / kMatmulPartFields;
+    requireLength(env, xArg.length, rowCount * inDim, "x");
+    const Span<float> x{xArg.data, static_cast<size_t>(rowCount * inDim)};
+    struct Checked {
+      Span<float> out;  // the rows written (and, with accumulate, read)
+      WeightArg w;
+      Span<float> bias;
+    };
+    struct Job {
+      MatmulArgs parts[kMatmulPartsMax];
+      int64_t firstColumn[kMatmulPartsMax + 1];
+      uint32_t count;
+      int64_t chunk;
+      const KernelTable* k;
+    };
+    Checked checked[kMatmulPartsMax];
+    Job job{};
+    job.count = count;
+    job.k = &k;
+    job.firstColumn[0] = 0;
+    for (uint32_t p = 0; p < count; p++) {
+      const uint32_t base = p * kMatmulPartFields;
+      const auto out = typedArrayValue<float>(env, list.Get(base), napi_float32_array, "Float32Array", "out");
+      const int64_t outDim = integerValue(env, list.Get(base + 3), "outDim", 1, kDimMax);
+      const WeightArg w = weightValue(env, list.Get(base + 1), list.Get(base + 2), inDim, outDim);
+      const Napi::Value biasValue = list.Get(base + 4);
+      Span<float> bias{nullptr, 0};
+      if (!biasValue.IsNull() && !biasValue.IsUndefined()) {
+        bias = typedArrayValue<float>(env, biasValue, napi_float32_array, "Float32Array", "bias");
+        if (static_cast<int64_t>(bias.length) != outDim) throwRange(env, "bias must hold outDim values");
+      }
+      const bool accumulate = integerValue(env, list.Get(base + 5), "accumulate", 0, 1) == 1;
+      requireLength(env, out.length, rowCount * outDim, "out");
+      checked[p] = {{out.data, static_cast<size_t>(rowCount * outDim)}, w, bias};
+      job.parts[p] = {out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
+                      static_cast<int32_t>(outDim), bias.data, accumulate};
+      job.firstColumn[p + 1] = job.firstColumn[p] + outDim;
+    }
+    // no output may overlap what any part reads (x, weights, biases) or another part's output
+    for (uint32_t p = 0; p < count; p++) {
+      requireDisjoint(env, checked[p].out, x, "out", "x");
+      for (uint32_t q = 0; q < count; q++) {
+        requireDisjoint(env, checked[p].out, checked[q].w.bytes, "out", "the weights");
+        requireDisjoint(env, checked[p].out, checked[q].bias, "out", "a bias");
+        if (q != p) requireDisjoint(env, checked[p].out, checked[q].out, "out", "another part's out");
+      }
+    }
+    counts_[kMatmuls]++;
+    const int64_t columns = job.firstColumn[count];
+    if (rowCount == 0) return env.Undefined();
+    job.chunk = columnChunk(rowCount, inDim, columns);
+    pool_->run(static_cast<int32_t>((columns + job.chunk - 1) / job.chunk), [](const void* c, int32_t t) {
+      const auto* j = static_cast<const Job*>(c);
+      const int64_t begin = t * j->chunk;
+      const int64_t end = std::min(begin + j->chunk, j->firstColumn[j->count]);
+      for (uint32_t p = 0; p < j->count; p++) {
+        const int64_t lo = std::max(begin, j->firstColumn[p]);
+        const int64_t hi = std::min(end, j->firstColumn[p + 1]);
+        if (lo < hi) {
+          j->k->matmul(j->parts[p], static_cast<int32_t>(lo - j->firstColumn[p]), static_cast<int32_t>(hi - j->firstColumn[p]));
+        }
+      }
+    }, &job);
+    return env.Undefined();
+  }
+
+  // storeKv(k, v, rowCount, positions, pageTables, pageTableStarts, layer, layerCount, pageSize, kvDim, floatsPerPage,
+  //         arena): row r of k and of v (rowCount, kvDim) into its slot of layer `layer`: slot positions[r] % pageSize
+  // of page pageTables[pageTableStarts[r] + positions[r] / pageSize] (src/kv/kv-layout.ts). Every row is checked
+  // before any is written. Plain copies of a few KiB: on the calling thread, a dispatch would cost more.
+  Napi::Value StoreKv(const Napi::CallbackInfo& info) {
+    const Napi::Env env = info.Env();
+    kernels(env);
+    const auto kIn = floatsArg(info, 0, "k");
+    const auto vIn = floatsArg(info, 1, "v");
+    const int64_t rowCount = integerArg(info, 2, "rowCount", 0, kDimMax);
+    const auto positions = int32sArg(info, 3, "positions");
+    const auto pageTables = int32sArg(info, 4, "pageTables");
+    const auto pageTableStarts = int32sArg(info, 5, "pageTableStarts");
+    const int64_t layerCount = integerArg(info, 7, "layerCount", 1, 1 << 16);
+    const int64_t layer = integerArg(info, 6, "layer", 0, layerCount - 1);
+    const int64_t pageSize = integerArg(info, 8, "pageSize", 1, 1 << 16);
+    const int64_t kvDim = integerArg(info, 9, "kvDim", 1, kDimMax);
+    const int64_t floatsPerPage = integerArg(info, 10, "floatsPerPage", 1, int64_t{1} << 40);
+    const auto arena = floatsArg(info, 11, "arena");
+    if (floatsPerPage != layerCount * 2 * pageSize * kvDim) throwRange(env, "floatsPerPage does not match the layout");
+    requireLength(env, kIn.length, rowCount * kvDim, "k");
+    requireLength(env, vIn.length, rowCount * kvDim, "v");
+    requireLength(env, positions.length, rowCount, "positions");
+    requireLength(env, pageTableStarts.length, rowCount, "pageTableStarts");
+    const Span<float> kRows{kIn.data, static_cast<size_t>(rowCount * kvDim)};
+    const Span<float> vRows{vIn.data, static_cast<size_t>(rowCount * kvDim)};
+    requireDisjoint(env, arena, kRows, "the arena", "k");
+    requireDisjoint(env, arena, vRows, "the arena", "v");
+    const int64_t pageCount = static_cast<int64_t>(arena.length) / floatsPerPage;
+    for (int64_t r = 0; r < rowCount; r++) {
+      const int64_t position = positions.data[r];
+      const int64_t entry = pageTableStarts.data[r] + position / pageSize;
+      if (position < 0 || pageTableStarts.data[r] < 0 || entry >= static_cast<int64_t>(pageTables.length)) {
+        throwRange(env, "row " + std::to_string(r) + "'s position " + std::to_string(position) + " runs past pageTables");
+      }
+      const int64_t page = pageTables.data[entry];
+      if (page < 0 || page >= pageCount) {
+        throwRange(env, "row " + std::to_string(r) + " names page " + std::to_string(page) + ", outside the arena's " +
+                            std::to_string(pageCount) + " pages");
+      }
+    }
+    counts_[kStoreKv]++;
+    const auto rowBytes = static_cast<size_t>(kvDim) * sizeof(float);
+    for (int64_t r = 0; r < rowCount; r++) {
+      const int64_t position = positions.data[r];
+      const int64_t page = pageTables.data[pageTableStarts.data[r] + position / pageSize];
+      const int64_t kSlot = page * floatsPerPage + (layer * 2 * pageSize + position % pageSize) * kvDim;
+      std::memcpy(arena.data + kSlot, kRows.data + r * kvDim, rowBytes);
+      std::memcpy(arena.data + kSlot + pageSize * kvDim, vRows.data + r * kvDim, rowBytes);
+    }
     return env.Undefined();
   }
 
@@ -509,7 +666,7 @@ class Context : public Napi::ObjectWrap<Context> {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Context", Context::Define(env));
-  exports.Set("abiVersion", Napi::Number::New(env, 2));
+  exports.Set("abiVersion", Napi::Number::New(env, kAbiVersion));
   return exports;
 }
 

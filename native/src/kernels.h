@@ -69,14 +69,17 @@ constexpr int kHeadDimMax = 1024;      // attention keeps its heads' accumulator
 constexpr int kAttentionHeadsMax = 4;  // query heads of one KV head that one attention call handles together
 constexpr int kAttentionRowsMax = 8;   // rows of one sequence that one attention call handles together
 
+// out = x · wᵀ (+ bias), rounded to f32 after each operation; with accumulate, out += that (one more f32 rounding)
 struct MatmulArgs {
-  float* out;        // (rowCount, outDim)
-  const float* x;    // (rowCount, inDim)
-  const void* w;     // (outDim rows, inDim) in `type` storage
+  float* out;         // (rowCount, outDim)
+  const float* x;     // (rowCount, inDim)
+  const void* w;      // (outDim rows, inDim) in `type` storage
   WeightType type;
   int32_t rowCount;
   int32_t inDim;
   int32_t outDim;
+  const float* bias;  // (outDim) or nullptr
+  bool accumulate;
 };
 
 struct AttentionArgs {

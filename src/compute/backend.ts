@@ -20,6 +20,25 @@ export interface AttentionRows {
   pageTableStarts: Int32Array; // (rowCount)
 }
 
+/**
+ * One product of a matmuls() call: out (rowCount, w.outDim) = x · wᵀ, rounded to f32, plus bias (one more f32
+ * rounding) when given; with accumulate, out += that (another f32 rounding: the residual add).
+ */
+export interface MatmulPart {
+  out: Float32Array;
+  w: WeightMatrix;
+  bias?: Float32Array | undefined; // (w.outDim)
+  accumulate?: boolean;
+}
+
+/** Where storeKv writes row r: position positions[r] of the sequence whose page table starts at pageTableStarts[r]. */
+export interface KvRows {
+  rowCount: number;
+  positions: Int32Array; // (rowCount)
+  pageTables: Int32Array;
+  pageTableStarts: Int32Array; // (rowCount)
+}
+
 export interface AttentionShape {
   layer: number;
   headCount: number;
@@ -48,6 +67,13 @@ export interface Backend {
   readonly name: string;
   /** out (rowCount, w.outDim) = x (rowCount, w.inDim) · wᵀ */
   matmul(out: Float32Array, x: Float32Array, rowCount: number, w: WeightMatrix): void;
+  /**
+   * Every part's product of the one input x (rowCount, inDim), as one call (the native backend: one thread-pool
+   * dispatch); each output the same bits as matmul() gives, before the part's bias and accumulate.
+   */
+  matmuls(x: Float32Array, rowCount: number, parts: readonly MatmulPart[]): void;
+  /** writes row r of k and of v (rowCount, layout.kvDim) into layer `layer`'s K and V slots of its position */
+  storeKv(k: Float32Array, v: Float32Array, rows: KvRows, layer: number, layout: KvLayout, arena: Float32Array): void;
   /** out (rowCount, dim) = x / sqrt(mean(x²) + eps) * weight */
   rmsNorm(out: Float32Array, x: Float32Array, rowCount: number, weight: Float32Array, eps: number): void;
   /** rotates the first ropeDim values of each head of x (rowCount, headCount*headDim) in place, row r at positions[r] */

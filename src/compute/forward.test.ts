@@ -40,6 +40,16 @@ test('a batch of 4 different sequences gives bit-identical logits to each run al
   assert.equal(forward.pool.freePageCount, 64);
 });
 
+test('buffers kept from a larger earlier call leak nothing: a smaller call gives the bits of a fresh forward pass', () => {
+  const reused = forwardFor(model, 64, 16);
+  const fresh = forwardFor(model, 64, 16);
+  const small = promptOf(model, 9, 6);
+  // a longer prompt of other tokens, all logits wanted: every buffer, logits included, is left full of its values
+  prefillLogits(reused, promptOf(model, 120, 5), 120);
+  assert.deepEqual(prefillLogits(reused, small, small.length), prefillLogits(fresh, small, small.length));
+  assert.deepEqual(prefillLogits(reused, small, 1), prefillLogits(fresh, small, 1));
+});
+
 test('a sequence whose page was taken over fails alone; the others in the batch still run', () => {
   const forward = forwardFor(model, 8, 16);
   const a = sequence(forward, 'a', 16);

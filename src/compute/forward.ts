@@ -5,14 +5,14 @@
  * Before a sequence joins the batch its page table passes the pool's I3 check; a sequence that fails is left out of
  * the batch and reported with its error, so one bad sequence never affects another.
  */
-import { kvOffset } from '../kv/kv-layout.js';
 import type { PagePool } from '../kv/page-pool.js';
 import type { PageTable } from '../kv/page-table.js';
 import type { ModelConfig } from '../model/model-config.js';
-import type { ModelWeights } from '../model/weights.js';
+import type { ModelWeights, WeightMatrix } from '../model/weights.js';
 import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
-import type { AttentionRows, Backend, RopeScaling } from './backend.js';
+import type { AttentionRows, Backend, KvRows, RopeScaling } from './backend.js';
+import { ForwardScratch } from './forward-scratch.js';
 
 export interface ForwardModel {
   config: ModelConfig;
@@ -35,6 +35,8 @@ export class ForwardPass {
   /** RoPE scaling of global and sliding-window layers (undefined: plain rotation), built once so tables are reused */
   private readonly ropeScaling: RopeScaling | undefined;
   private readonly slidingRopeScaling: RopeScaling | undefined;
+  /** activation buffers reused by every call (one call at a time: run is synchronous) */
+  private readonly scratch = new ForwardScratch();
 
   constructor(
     readonly model: ForwardModel,
@@ -133,14 +135,20 @@ export class ForwardPass {
     // gemma3 27B scales q·k by another factor than 1/√headDim; the backends' attention applies 1/√headDim
     const qScale = c.attentionScale * Math.sqrt(c.headDim);
 
-    const x = new Float32Array(rowCount * c.dim); // (rows, dim) residual stream
-    const xb = new Float32Array(rowCount * c.dim); // (rows, dim) normed
-    const q = new Float32Array(rowCount * qDim); // (rows, qDim)
-    const k = new Float32Array(rowCount * kvDim); // (rows, kvDim)
-    const v = new Float32Array(rowCount * kvDim); // (rows, kvDim)
-    const att = new Float32Array(rowCount * qDim); // (rows, qDim)
-    const gate = new Float32Array(rowCount * c.ffnDim); // (rows, ffnDim)
-    const up = new Float32Array(rowCount * c.ffnDim); // (rows, ffnDim)
+    const kvRows: KvRows = { rowCount, positions, pageTables: rows.pageTables, pageTableStarts: rows.pageTableStarts };
+
+    // Reused buffers (ForwardScratch): each is written whole before it is read, below — x by embed, xb by rmsNorm or
+    // the wo/wDown product, q/k/v/gate/up by their products, att by attention, which all write every element of
+    // their output — so nothing an earlier call left in them is ever read.
+    const { scratch } = this;
+    const x = scratch.take('x', rowCount * c.dim); // (rows, dim) residual stream
+    const xb = scratch.take('xb', rowCount * c.dim); // (rows, dim) normed
+    const q = scratch.take('q', rowCount * qDim); // (rows, qDim)
+    const k = scratch.take('k', rowCount * kvDim); // (rows, kvDim)
+    const v = scratch.take('v', rowCount * kvDim); // (rows, kvDim)
+    const att = scratch.take('att', rowCount * qDim); // (rows, qDim)
+    const gate = scratch.take('gate', rowCount * c.ffnDim); // (rows, ffnDim)
+    const up = scratch.take('up', rowCount * c.ffnDim); // (rows, ffnDim)
 
     backend.embed(x, tokens, w.tokenEmbedding);
     if (c.embeddingScale !== 1) scaleInPlace(x, c.embeddingScale);
@@ -148,12 +156,11 @@ export class ForwardPass {
       const L = w.layers[l]!;
       // attention block
       backend.rmsNorm(xb, x, rowCount, L.attnNorm, c.normEps);
-      backend.matmul(q, xb, rowCount, L.wq);
-      backend.matmul(k, xb, rowCount, L.wk);
-      backend.matmul(v, xb, rowCount, L.wv);
-      addBias(q, L.bq, rowCount);
-      addBias(k, L.bk, rowCount);
-      addBias(v, L.bv, rowCount);
+      backend.matmuls(xb, rowCount, [
+        { out: q, w: L.wq, bias: L.bq },
+        { out: k, w: L.wk, bias: L.bk },
+        { out: v, w: L.wv, bias: L.bv },
+      ]);
       // qwen3, gemma3: each head of Q and K RMS-normalized before the rotation
       if (L.qNorm !== undefined) backend.rmsNorm(q, q, rowCount * c.headCount, L.qNorm, c.normEps);
       if (L.kNorm !== undefined) backend.rmsNorm(k, k, rowCount * c.kvHeadCount, L.kNorm, c.normEps);
@@ -163,27 +170,19 @@ export class ForwardPass {
       backend.rope(q, rowCount, c.headCount, c.headDim, c.ropeDim, positions, theta, c.ropeStyle, scaling);
       backend.rope(k, rowCount, c.kvHeadCount, c.headDim, c.ropeDim, positions, theta, c.ropeStyle, scaling);
       if (Math.abs(qScale - 1) > 1e-9) scaleInPlace(q, qScale);
-      for (let row = 0; row < rowCount; row++) {
-        const pos = positions[row]!;
-        const page = rows.pageTables[rows.pageTableStarts[row]! + Math.floor(pos / layout.pageSize)]!;
-        const slot = pos % layout.pageSize;
-        pool.arena.set(k.subarray(row * kvDim, (row + 1) * kvDim), kvOffset(layout, page, l, 0, slot));
-        pool.arena.set(v.subarray(row * kvDim, (row + 1) * kvDim), kvOffset(layout, page, l, 1, slot));
-      }
+      backend.storeKv(k, v, kvRows, l, layout, pool.arena);
       const shape = { layer: l, headCount: c.headCount, kvHeadCount: c.kvHeadCount, headDim: c.headDim, layout };
       backend.attention(att, q, sliding ? slidingRows : rows, shape, pool.arena);
-      backend.matmul(xb, att, rowCount, L.wo);
-      if (L.postAttnNorm !== undefined) backend.rmsNorm(xb, xb, rowCount, L.postAttnNorm, c.normEps);
-      addInPlace(x, xb, rowCount * c.dim);
+      this.addResidual(x, att, rowCount, L.wo, L.postAttnNorm, xb);
       // feed-forward block
       backend.rmsNorm(xb, x, rowCount, L.ffnNorm, c.normEps);
-      backend.matmul(gate, xb, rowCount, L.wGate);
-      backend.matmul(up, xb, rowCount, L.wUp);
+      backend.matmuls(xb, rowCount, [
+        { out: gate, w: L.wGate },
+        { out: up, w: L.wUp },
+      ]);
       if (c.ffnActivation === 'gelu') backend.geglu(gate, up, rowCount * c.ffnDim);
       else backend.swiglu(gate, up, rowCount * c.ffnDim);
-      backend.matmul(xb, gate, rowCount, L.wDown);
-      if (L.postFfnNorm !== undefined) backend.rmsNorm(xb, xb, rowCount, L.postFfnNorm, c.normEps);
-      addInPlace(x, xb, rowCount * c.dim);
+      this.addResidual(x, gate, rowCount, L.wDown, L.postFfnNorm, xb);
     }
 
     // logits for the rows each input asked for
@@ -197,13 +196,14 @@ export class ForwardPass {
       wantedPerInput.push(n - first);
       r += n;
     }
-    const picked = new Float32Array(wanted.length * c.dim);
+    // picked: every row set from x; normed and logits: written whole by their kernels; logits are copied out below
+    const picked = scratch.take('picked', wanted.length * c.dim);
     wanted.forEach((row, j) => {
       picked.set(x.subarray(row * c.dim, (row + 1) * c.dim), j * c.dim);
     });
-    const normed = new Float32Array(wanted.length * c.dim);
+    const normed = scratch.take('normed', wanted.length * c.dim);
     backend.rmsNorm(normed, picked, wanted.length, w.outputNorm, c.normEps);
-    const logits = new Float32Array(wanted.length * c.vocabSize);
+    const logits = scratch.take('logits', wanted.length * c.vocabSize);
     backend.matmul(logits, normed, wanted.length, w.output);
     if (c.finalLogitSoftcap > 0) softcapInPlace(logits, c.finalLogitSoftcap);
     let offset = 0;
@@ -213,12 +213,29 @@ export class ForwardPass {
       return part;
     });
   }
-}
 
-function addBias(x: Float32Array, bias: Float32Array | undefined, rowCount: number): void {
-  if (bias === undefined) return;
-  const n = bias.length;
-  for (let r = 0; r < rowCount; r++) for (let i = 0; i < n; i++) x[r * n + i] += bias[i]!;
+  /**
+   * x += input · wᵀ, the residual add: fused into the product (the kernel adds in f32, the same bits as adding in
+   * JavaScript's f64 and storing to f32). A post-norm (gemma3) sits between the product and the add, so there the
+   * product goes through xb (written whole by the product) and the add stays here.
+   */
+  private addResidual(
+    x: Float32Array,
+    input: Float32Array,
+    rowCount: number,
+    w: WeightMatrix,
+    postNorm: Float32Array | undefined,
+    xb: Float32Array,
+  ): void {
+    const { backend } = this;
+    if (postNorm === undefined) {
+      backend.matmuls(input, rowCount, [{ out: x, w, accumulate: true }]);
+      return;
+    }
+    backend.matmul(xb, input, rowCount, w);
+    backend.rmsNorm(xb, xb, rowCount, postNorm, this.model.config.normEps);
+    addInPlace(x, xb, rowCount * this.model.config.dim);
+  }
 }
 
 function scaleInPlace(x: Float32Array, s: number): void {

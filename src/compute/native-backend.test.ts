@@ -6,6 +6,7 @@ import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
 import { assertSameOnEveryIsa, nativeBackendForTest } from '../../test/helpers/native.js';
 import { generate } from '../engine/generate.js';
 import { GREEDY } from '../engine/sampler.js';
+import { makeKvLayout } from '../kv/kv-layout.js';
 import { KvfenceError } from '../util/errors.js';
 import { SeededRandom } from '../util/random.js';
 import type { Backend } from './backend.js';
@@ -159,6 +160,65 @@ test('the glue rejects bad arguments before any kernel runs', () => {
     () => call(c.pageTables, c.kvLengths, c.arena.subarray(0, c.layout.floatsPerPage)),
     /outside the arena/,
   );
+});
+
+test('matmuls and storeKv reject bad arguments before any kernel runs', () => {
+  const random = new SeededRandom(9);
+  const w = weightMatrix(random, 'f32', 32, 8);
+  const x = gaussian(random, 2 * 32);
+  const out = () => new Float32Array(16);
+  const before = native.callCounts.matmuls;
+  assert.throws(() => native.matmuls(x, 2, [{ out: new Float32Array(15), w }]), RangeError, 'out too short');
+  assert.throws(() => native.matmuls(x, 3, [{ out: out(), w }]), RangeError, 'x too short');
+  assert.throws(() => native.matmuls(x, 2, [{ out: out(), w, bias: new Float32Array(7) }]), /bias/, 'short bias');
+  assert.throws(() => native.matmuls(x, 2, [{ out: x.subarray(16, 32), w }]), /overlap x/, 'out inside x');
+  const shared = new Float32Array(24);
+  assert.throws(
+    () =>
+      native.matmuls(x, 2, [
+        { out: shared, w },
+        { out: shared.subarray(8), w },
+      ]),
+    /another part's out/,
+    'two parts writing the same floats',
+  );
+  assert.throws(
+    () =>
+      native.matmuls(x, 2, [
+        { out: out(), w, bias: shared.subarray(0, 8) },
+        { out: shared, w },
+      ]),
+    /a bias/,
+    "one part's out is another's bias",
+  );
+  const nine = Array.from({ length: 9 }, () => ({ out: out(), w }));
+  assert.throws(() => native.matmuls(x, 2, nine), /1 to 8 products/);
+  assert.equal(native.callCounts.matmuls, before, 'no rejected call reached a kernel');
+
+  const layout = makeKvLayout(2, 8, 4);
+  const arena = new Float32Array(3 * layout.floatsPerPage);
+  const kv = gaussian(random, 2 * 8);
+  const rows = (positions: Int32Array, pageTables = Int32Array.of(0, 1, 2)) => ({
+    rowCount: 2,
+    positions,
+    pageTables,
+    pageTableStarts: Int32Array.of(0, 1),
+  });
+  const stores = native.callCounts.storeKv;
+  assert.throws(() => native.storeKv(kv, kv, rows(Int32Array.of(0, 8)), 1, layout, arena), /runs past pageTables/);
+  assert.throws(() => native.storeKv(kv, kv, rows(Int32Array.of(-1, 0)), 1, layout, arena), /runs past pageTables/);
+  const outside = rows(Int32Array.of(0, 0), Int32Array.of(0, 3));
+  assert.throws(() => native.storeKv(kv, kv, outside, 1, layout, arena), /outside the arena/);
+  assert.throws(() => native.storeKv(kv, kv, rows(Int32Array.of(0, 0)), 2, layout, arena), RangeError, 'layer');
+  assert.throws(() => native.storeKv(kv.subarray(1), kv, rows(Int32Array.of(0, 0)), 1, layout, arena), /k has/);
+  assert.throws(
+    () => native.storeKv(arena.subarray(0, 16), kv, rows(Int32Array.of(0, 0)), 1, layout, arena),
+    /overlap/,
+  );
+  assert.equal(native.callCounts.storeKv, stores, 'no rejected call wrote the arena');
+  assert.ok(arena.every((value) => value === 0));
+  native.storeKv(kv, kv, rows(Int32Array.of(3, 4)), 1, layout, arena);
+  assert.equal(native.callCounts.storeKv, stores + 1);
 });
 
 test('selectBackend: native when the addon loads; otherwise one warning and the reference backend, or an error', () => {

@@ -10,20 +10,38 @@
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import type { KvLayout } from '../kv/kv-layout.js';
 import { GGML_TYPE_CODES } from '../model/gguf-types.js';
 import type { RopeStyle } from '../model/model-config.js';
 import type { WeightMatrix } from '../model/weights.js';
 import { assert } from '../util/assert.js';
 import { LIMITS } from '../util/limits.js';
-import { type AttentionRows, type AttentionShape, type Backend, type RopeScaling, ropeAngle } from './backend.js';
+import {
+  type AttentionRows,
+  type AttentionShape,
+  type Backend,
+  type KvRows,
+  type MatmulPart,
+  type RopeScaling,
+  ropeAngle,
+} from './backend.js';
 import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 2;
+const ADDON_ABI_VERSION = 3;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
-export type NativeOp = 'matmul' | 'attention' | 'rmsNorm' | 'rope' | 'swiglu' | 'embed' | 'triad';
+export type NativeOp =
+  | 'matmul'
+  | 'matmuls'
+  | 'attention'
+  | 'rmsNorm'
+  | 'rope'
+  | 'swiglu'
+  | 'embed'
+  | 'storeKv'
+  | 'triad';
 export type NativeIsa = 'avx512' | 'avx2' | 'portable';
 
 /** The addon's Context class (native/src/addon.cc), argument for argument. */
@@ -39,6 +57,22 @@ interface NativeContext {
     type: number,
     inDim: number,
     outDim: number,
+  ): void;
+  /** parts: six entries per product: out, weight data, type code, outDim, bias or null, accumulate 0/1 */
+  matmuls(x: Float32Array, rowCount: number, inDim: number, parts: unknown[]): void;
+  storeKv(
+    k: Float32Array,
+    v: Float32Array,
+    rowCount: number,
+    positions: Int32Array,
+    pageTables: Int32Array,
+    pageTableStarts: Int32Array,
+    layer: number,
+    layerCount: number,
+    pageSize: number,
+    kvDim: number,
+    floatsPerPage: number,
+    arena: Float32Array,
   ): void;
   attention(
     out: Float32Array,
@@ -194,6 +228,34 @@ export class NativeBackend implements Backend {
 
   matmul(out: Float32Array, x: Float32Array, rowCount: number, w: WeightMatrix): void {
     this.context.matmul(out, x, rowCount, w.data, GGML_TYPE_CODES[w.dtype], w.inDim, w.outDim);
+  }
+
+  matmuls(x: Float32Array, rowCount: number, parts: readonly MatmulPart[]): void {
+    const first = parts[0];
+    assert(first !== undefined, 'matmuls needs at least one product');
+    const flat: unknown[] = [];
+    for (const { out, w, bias, accumulate } of parts) {
+      assert(w.inDim === first.w.inDim, `matmuls: ${w.name} does not take ${first.w.name}'s input`);
+      flat.push(out, w.data, GGML_TYPE_CODES[w.dtype], w.outDim, bias ?? null, accumulate === true ? 1 : 0);
+    }
+    this.context.matmuls(x, rowCount, first.w.inDim, flat);
+  }
+
+  storeKv(k: Float32Array, v: Float32Array, rows: KvRows, layer: number, layout: KvLayout, arena: Float32Array): void {
+    this.context.storeKv(
+      k,
+      v,
+      rows.rowCount,
+      rows.positions,
+      rows.pageTables,
+      rows.pageTableStarts,
+      layer,
+      layout.layerCount,
+      layout.pageSize,
+      layout.kvDim,
+      layout.floatsPerPage,
+      arena,
+    );
   }
 
   rmsNorm(out: Float32Array, x: Float32Array, rowCount: number, weight: Float32Array, eps: number): void {

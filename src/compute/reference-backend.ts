@@ -2,12 +2,20 @@
  * The reference backend in plain TypeScript: the oracle other backends are checked against. Each row is computed on its
  * own with sums accumulated in f64 in index order, so results are deterministic and batch-invariant by construction.
  */
-import { kvOffset } from '../kv/kv-layout.js';
+import { type KvLayout, kvOffset } from '../kv/kv-layout.js';
 import type { RopeStyle } from '../model/model-config.js';
 import { decodeWeights } from '../model/quant.js';
 import type { WeightMatrix } from '../model/weights.js';
 import { assert } from '../util/assert.js';
-import { type AttentionRows, type AttentionShape, type Backend, type RopeScaling, ropeAngle } from './backend.js';
+import {
+  type AttentionRows,
+  type AttentionShape,
+  type Backend,
+  type KvRows,
+  type MatmulPart,
+  type RopeScaling,
+  ropeAngle,
+} from './backend.js';
 import { gegluInPlace } from './geglu.js';
 
 export class ReferenceBackend implements Backend {
@@ -28,8 +36,29 @@ export class ReferenceBackend implements Backend {
   }
 
   matmul(out: Float32Array, x: Float32Array, rowCount: number, w: WeightMatrix): void {
+    this.product(x, rowCount, { out, w });
+  }
+
+  matmuls(x: Float32Array, rowCount: number, parts: readonly MatmulPart[]): void {
+    for (const part of parts) this.product(x, rowCount, part);
+  }
+
+  storeKv(k: Float32Array, v: Float32Array, rows: KvRows, layer: number, layout: KvLayout, arena: Float32Array): void {
+    const { kvDim, pageSize } = layout;
+    for (let r = 0; r < rows.rowCount; r++) {
+      const pos = rows.positions[r]!;
+      const page = rows.pageTables[rows.pageTableStarts[r]! + Math.floor(pos / pageSize)];
+      assert(page !== undefined, `row ${r}'s position ${pos} runs past its page table`);
+      arena.set(k.subarray(r * kvDim, (r + 1) * kvDim), kvOffset(layout, page, layer, 0, pos % pageSize));
+      arena.set(v.subarray(r * kvDim, (r + 1) * kvDim), kvOffset(layout, page, layer, 1, pos % pageSize));
+    }
+  }
+
+  /** The sum in f64, rounded to f32; then the bias and the accumulation, each rounded to f32 as the native tile does. */
+  private product(x: Float32Array, rowCount: number, { out, w, bias, accumulate }: MatmulPart): void {
     const { inDim, outDim } = w;
     assert(x.length >= rowCount * inDim && out.length >= rowCount * outDim, `matmul ${w.name}: buffers too small`);
+    assert(bias === undefined || bias.length === outDim, `matmul ${w.name}: the bias needs ${outDim} values`);
     const f32 = w.dtype === 'f32' ? (w.data as Float32Array) : undefined;
     const row = this.rowScratch(inDim);
     for (let o = 0; o < outDim; o++) {
@@ -46,7 +75,10 @@ export class ReferenceBackend implements Backend {
         const xBase = r * inDim;
         let sum = 0;
         for (let i = 0; i < inDim; i++) sum += x[xBase + i]! * wRow[base + i]!;
-        out[r * outDim + o] = sum;
+        let value = Math.fround(sum);
+        if (bias !== undefined) value = Math.fround(value + bias[o]!);
+        // the Float32Array store rounds the f64 sum of two f32 values once: the f32 add
+        out[r * outDim + o] = accumulate === true ? out[r * outDim + o]! + value : value;
       }
     }
   }

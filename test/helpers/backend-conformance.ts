@@ -16,6 +16,9 @@
  *   terms (|score| < ~15 here) carry ~(headDim/16 + 5)·u·|score| error, which exp turns into a relative weight error
  *   of ~1e-6, and the weighted sum of up to ~200 positions adds (kvLength/16 + 5)·u.
  * - embed: dequantization is exact in every format: same bits.
+ * - matmuls (several products of one input in one call, with a bias or added into their output): each output the
+ *   bits of matmul's, then the bias and the accumulation each as one f32 add — what the forward pass did when it added
+ *   them in JavaScript. storeKv: plain copies into the slots kvOffset names, nothing else in the arena changes.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -27,7 +30,7 @@ import { decodeWeights, encodeWeights } from '../../src/model/quant.js';
 import type { WeightMatrix } from '../../src/model/weights.js';
 import { SeededRandom } from '../../src/util/random.js';
 
-export type KernelName = 'matmul' | 'attention' | 'rmsNorm' | 'rope' | 'swiglu' | 'embed';
+export type KernelName = 'matmul' | 'matmuls' | 'attention' | 'rmsNorm' | 'rope' | 'swiglu' | 'embed' | 'storeKv';
 
 export interface ConformanceTarget<B extends Backend> {
   name: string;
@@ -269,6 +272,81 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
               }
             }
           }
+        }
+      });
+    });
+
+    test('matmuls: every part the bits of its own matmul, then + bias and += out as f32 adds, parts of any width', () => {
+      const backend = target.make();
+      const random = new SeededRandom(7);
+      counted(target, backend, 'matmuls', () => {
+        for (const dtype of ['f32', 'f16', 'q8_0'] as const) {
+          for (const rowCount of [1, 5, 70]) {
+            const inDim = 64;
+            // widths that split across the native backend's tasks and tiles unevenly
+            const ws = [7, 33, 100].map((outDim) => weightMatrix(random, dtype, inDim, outDim));
+            const x = gaussian(random, rowCount * inDim);
+            const plain = ws.map((w) => {
+              const out = new Float32Array(rowCount * w.outDim);
+              backend.matmul(out, x, rowCount, w);
+              return out;
+            });
+            const bias = gaussian(random, ws[1]!.outDim);
+            const start = gaussian(random, rowCount * ws[2]!.outDim);
+            const outs = ws.map((w) => new Float32Array(rowCount * w.outDim).fill(Number.NaN));
+            outs[2]!.set(start);
+            backend.matmuls(x, rowCount, [
+              { out: outs[0]!, w: ws[0]! },
+              { out: outs[1]!, w: ws[1]!, bias },
+              { out: outs[2]!, w: ws[2]!, accumulate: true },
+            ]);
+            const what = `${dtype} rows ${rowCount}`;
+            assertSameBits(outs[0]!, plain[0]!, `${what}: plain part`);
+            const biased = plain[1]!.map((value, i) => value + bias[i % bias.length]!);
+            assertSameBits(outs[1]!, biased, `${what}: part with a bias`);
+            assertSameBits(
+              outs[2]!,
+              plain[2]!.map((value, i) => start[i]! + value),
+              `${what}: accumulated part`,
+            );
+            // one part, bias and accumulate together: the bias first, then the add into out
+            const both = start.slice(0, rowCount * ws[1]!.outDim);
+            backend.matmuls(x, rowCount, [{ out: both, w: ws[1]!, bias, accumulate: true }]);
+            const want = biased.map((value, i) => start[i]! + value);
+            assertSameBits(both, want, `${what}: bias and accumulate`);
+          }
+        }
+      });
+    });
+
+    test('storeKv writes each row into the slots of its position and page, and nothing else', () => {
+      const backend = target.make();
+      const random = new SeededRandom(8);
+      counted(target, backend, 'storeKv', () => {
+        for (const pageSize of [1, 7, 16]) {
+          const layout = makeKvLayout(3, 24, pageSize);
+          const pageCount = 9;
+          const arena = gaussian(random, pageCount * layout.floatsPerPage);
+          const before = arena.slice();
+          // two sequences with shuffled tables; rows: a run of one, then a single row of the other
+          const tables = [8, 2, 5, 0, 3, 1, 7, 4, 6];
+          const rows = {
+            rowCount: 4,
+            positions: Int32Array.of(pageSize - 1, pageSize, pageSize + 1, 2 * pageSize),
+            pageTables: Int32Array.from(tables),
+            pageTableStarts: Int32Array.of(0, 0, 0, 4),
+          };
+          const k = gaussian(random, 4 * 24);
+          const v = gaussian(random, 4 * 24);
+          backend.storeKv(k, v, rows, 2, layout, arena);
+          const want = before.slice();
+          for (let r = 0; r < 4; r++) {
+            const pos = rows.positions[r]!;
+            const page = tables[rows.pageTableStarts[r]! + Math.floor(pos / pageSize)]!;
+            want.set(k.subarray(r * 24, (r + 1) * 24), kvOffset(layout, page, 2, 0, pos % pageSize));
+            want.set(v.subarray(r * 24, (r + 1) * 24), kvOffset(layout, page, 2, 1, pos % pageSize));
+          }
+          assertSameBits(arena, want, `storeKv page size ${pageSize}`);
         }
       });
     });
