@@ -240,8 +240,9 @@ class Context : public Napi::ObjectWrap<Context> {
   // matmuls(x, rowCount, inDim, parts): several products of one input x in one pool dispatch (a layer's Q, K and V;
   // its gate and up). parts is a flat array of kMatmulPartFields entries per product: out, weightData, weightType,
   // outDim, bias (a Float32Array of outDim values, or null), accumulate (0: out = x·wᵀ + bias; 1: out += x·wᵀ + bias,
-  // the residual add). The parts' output columns are numbered one after another and split into tasks as one matmul's
-  // are; every column is computed by the same tile arithmetic as a matmul of its own part, so the bits are the same.
+  // the residual add). Each part is split into the tasks a matmul of its own would get (so each task's weight slab is
+  // as large as before, sized for the cache), and the tasks of all parts go to the pool as one job; every column is
+  // computed by the same tile arithmetic as a matmul of its own part, so the bits are the same.
   Napi::Value Matmuls(const Napi::CallbackInfo& info) {
     const Napi::Env env = info.Env();
     const KernelTable& k = kernels(env);
@@ -265,16 +266,16 @@ class Context : public Napi::ObjectWrap<Context> {
     };
     struct Job {
       MatmulArgs parts[kMatmulPartsMax];
-      int64_t firstColumn[kMatmulPartsMax + 1];
+      int64_t chunk[kMatmulPartsMax];      // each part's columns per task, as a matmul of its own would split them
+      int32_t firstTask[kMatmulPartsMax + 1];  // the part's first task; tasks of all parts numbered one after another
       uint32_t count;
-      int64_t chunk;
       const KernelTable* k;
     };
     Checked checked[kMatmulPartsMax];
     Job job{};
     job.count = count;
     job.k = &k;
-    job.firstColumn[0] = 0;
+    job.firstTask[0] = 0;
     for (uint32_t p = 0; p < count; p++) {
       const uint32_t base = p * kMatmulPartFields;
       const auto out = typedArrayValue<float>(env, list.Get(base), napi_float32_array, "Float32Array", "out");
@@ -291,7 +292,9 @@ class Context : public Napi::ObjectWrap<Context> {
       checked[p] = {{out.data, static_cast<size_t>(rowCount * outDim)}, w, bias};
       job.parts[p] = {out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
                       static_cast<int32_t>(outDim), bias.data, accumulate};
-      job.firstColumn[p + 1] = job.firstColumn[p] + outDim;
+      // each part keeps the task size a matmul of its own would get (whose weight slab the cache was sized for)
+      job.chunk[p] = columnChunk(rowCount, inDim, outDim);
+      job.firstTask[p + 1] = job.firstTask[p] + static_cast<int32_t>((outDim + job.chunk[p] - 1) / job.chunk[p]);
     }
     // no output may overlap what any part reads (x, weights, biases) or another part's output
     for (uint32_t p = 0; p < count; p++) {
@@ -303,20 +306,14 @@ class Context : public Napi::ObjectWrap<Context> {
       }
     }
     counts_[kMatmuls]++;
-    const int64_t columns = job.firstColumn[count];
     if (rowCount == 0) return env.Undefined();
-    job.chunk = columnChunk(rowCount, inDim, columns);
-    pool_->run(static_cast<int32_t>((columns + job.chunk - 1) / job.chunk), [](const void* c, int32_t t) {
+    pool_->run(job.firstTask[count], [](const void* c, int32_t t) {
       const auto* j = static_cast<const Job*>(c);
-      const int64_t begin = t * j->chunk;
-      const int64_t end = std::min(begin + j->chunk, j->firstColumn[j->count]);
-      for (uint32_t p = 0; p < j->count; p++) {
-        const int64_t lo = std::max(begin, j->firstColumn[p]);
-        const int64_t hi = std::min(end, j->firstColumn[p + 1]);
-        if (lo < hi) {
-          j->k->matmul(j->parts[p], static_cast<int32_t>(lo - j->firstColumn[p]), static_cast<int32_t>(hi - j->firstColumn[p]));
-        }
-      }
+      uint32_t p = 0;
+      while (t >= j->firstTask[p + 1]) p++;
+      const int64_t begin = (t - j->firstTask[p]) * j->chunk[p];
+      const int64_t end = std::min<int64_t>(begin + j->chunk[p], j->parts[p].outDim);
+      j->k->matmul(j->parts[p], static_cast<int32_t>(begin), static_cast<int32_t>(end));
     }, &job);
     return env.Undefined();
   }
