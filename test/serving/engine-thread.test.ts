@@ -81,6 +81,33 @@ describe('the engine on its own thread', { timeout: 120_000 }, () => {
     assert.equal(json.running, 0);
   });
 
+  test('a client that goes away mid-stream is cancelled on the thread, and its pages come back', async () => {
+    const gone = new AbortController();
+    const response = await fetch(`${threaded.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ...completion('a long one', 200), stream: true, ignore_eos: true }),
+      signal: gone.signal,
+    });
+    assert.equal(response.status, 200);
+    const reader = response.body!.getReader();
+    await reader.read(); // the stream has begun: the request holds pages on the thread
+    threaded.worker.pause(); // it cannot finish on its own now: only the cancel can free its pages
+    await threaded.worker.refresh();
+    assert.equal(threaded.worker.stats().running, 1);
+    assert.ok(threaded.worker.stats().pagesFree < 128, 'the running request holds pages');
+    gone.abort();
+    try {
+      await waitForAsync(async () => {
+        await threaded.worker.refresh();
+        const s = threaded.worker.stats();
+        return s.running === 0 && s.waiting === 0 && s.pagesFree === 128;
+      }, 'the cancelled request to free its pages on the thread');
+    } finally {
+      threaded.worker.resume();
+    }
+  });
+
   test('model steps go on while the event loop is busy', async () => {
     const request = (id: string): GenerationRequest => ({
       id,
