@@ -103,6 +103,14 @@ void requireDisjoint(Napi::Env env, Span<A> out, Span<B> in, const char* outName
   if (overlaps(out, in)) throwRange(env, std::string(outName) + " must not overlap " + inName);
 }
 
+// A page a row names must be one of the arena's: what attention reads and storeKv writes stay inside the pool.
+void requirePageInArena(Napi::Env env, int64_t row, int64_t page, int64_t pageCount) {
+  if (page < 0 || page >= pageCount) {
+    throwRange(env, "row " + std::to_string(row) + " names page " + std::to_string(page) + ", outside the arena's " +
+                        std::to_string(pageCount) + " pages");
+  }
+}
+
 // Weight storage by ggml type code, with its exact expected size.
 struct WeightArg {
   const void* data;
@@ -353,11 +361,7 @@ class Context : public Napi::ObjectWrap<Context> {
       if (position < 0 || pageTableStarts.data[r] < 0 || entry >= static_cast<int64_t>(pageTables.length)) {
         throwRange(env, "row " + std::to_string(r) + "'s position " + std::to_string(position) + " runs past pageTables");
       }
-      const int64_t page = pageTables.data[entry];
-      if (page < 0 || page >= pageCount) {
-        throwRange(env, "row " + std::to_string(r) + " names page " + std::to_string(page) + ", outside the arena's " +
-                            std::to_string(pageCount) + " pages");
-      }
+      requirePageInArena(env, r, pageTables.data[entry], pageCount);
     }
     counts_[kStoreKv]++;
     const auto rowBytes = static_cast<size_t>(kvDim) * sizeof(float);
@@ -414,13 +418,7 @@ class Context : public Napi::ObjectWrap<Context> {
       if (start < 0 || start + pages > static_cast<int64_t>(pageTables.length)) {
         throwRange(env, "row " + std::to_string(r) + "'s page table runs past pageTables");
       }
-      for (int64_t i = 0; i < pages; i++) {
-        const int64_t page = pageTables.data[start + i];
-        if (page < 0 || page >= pageCount) {
-          throwRange(env, "row " + std::to_string(r) + " names page " + std::to_string(page) + ", outside the arena's " +
-                              std::to_string(pageCount) + " pages");
-        }
-      }
+      for (int64_t i = 0; i < pages; i++) requirePageInArena(env, r, pageTables.data[start + i], pageCount);
       work += kvLength - kvStart;
     }
     counts_[kAttention]++;

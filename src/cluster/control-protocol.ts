@@ -94,14 +94,19 @@ export type ControlMessage =
   | { type: 'draining' };
 
 export function endToWire(end: GenerationEnd): EndWire {
-  if (end.kind !== 'failed') return end;
-  const e = end.error;
-  return { kind: 'failed', code: e.code, message: e.message, ...(e.param !== undefined ? { param: e.param } : {}) };
+  return end.kind === 'failed' ? errorToWire(end.error) : end;
 }
 
 export function endFromWire(end: EndWire): GenerationEnd {
-  if (end.kind !== 'failed') return end;
-  return { kind: 'failed', error: new KvfenceError(end.code, end.message, end.param) };
+  return end.kind === 'failed' ? { kind: 'failed', error: errorFromWire(end) } : end;
+}
+
+export function errorToWire(e: KvfenceError): FailedEnd {
+  return { kind: 'failed', code: e.code, message: e.message, ...(e.param !== undefined ? { param: e.param } : {}) };
+}
+
+export function errorFromWire(e: FailedEnd): KvfenceError {
+  return new KvfenceError(e.code, e.message, e.param);
 }
 
 export function encodeControl(message: ControlMessage): Uint8Array {

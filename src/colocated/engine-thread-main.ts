@@ -6,16 +6,17 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { pino } from 'pino';
-import { endToWire } from '../cluster/control-protocol.js';
+import { endToWire, errorToWire } from '../cluster/control-protocol.js';
 import { selectBackend } from '../compute/select-backend.js';
 import type { GenerationSink } from '../engine/inference-worker.js';
 import { IncidentStore } from '../incidents/incident-store.js';
 import { loadModel } from '../model/load-model.js';
-import { errorMessage, KvfenceError } from '../util/errors.js';
+import { asKvfenceError } from '../util/errors.js';
 import { ColocatedWorker } from './colocated-worker.js';
 import type {
   EngineThreadData,
   EngineThreadEvent,
+  EngineThreadStart,
   FromEngineThread,
   ToEngineThread,
 } from './engine-thread-protocol.js';
@@ -23,7 +24,7 @@ import type {
 const port = parentPort;
 if (port === null) throw new Error('engine-thread-main runs as a worker thread');
 const data = workerData as EngineThreadData;
-const post = (message: FromEngineThread) => port.postMessage(message);
+const post = (message: EngineThreadStart | FromEngineThread) => port.postMessage(message);
 
 /** A step's events, sent in one message once the step's delivery is done (a microtask later). */
 const pending: EngineThreadEvent[] = [];
@@ -73,7 +74,11 @@ function serve(worker: ColocatedWorker, incidents: IncidentStore): void {
           worker.submit(message.request, sinkOf(message.request.id));
         } catch (error) {
           // refused with nothing reserved: the request's one ending is its error
-          emit({ kind: 'end', id: message.request.id, end: endToWire({ kind: 'failed', error: failed(error) }) });
+          emit({
+            kind: 'end',
+            id: message.request.id,
+            end: endToWire({ kind: 'failed', error: asKvfenceError(error) }),
+          });
         }
         break;
       case 'cancel':
@@ -101,16 +106,11 @@ function serve(worker: ColocatedWorker, incidents: IncidentStore): void {
   });
 }
 
-/** The first KvfenceError's code and message go back as they are (a bad model file reads the same as in-process). */
-function failed(error: unknown): KvfenceError {
-  return error instanceof KvfenceError ? error : new KvfenceError('internal_error', errorMessage(error));
-}
-
 let started: ReturnType<typeof start> | undefined;
 try {
   started = start();
 } catch (error) {
-  // the gateway's side ends this thread when it reads this
-  post({ type: 'start_failed', end: endToWire({ kind: 'failed', error: failed(error) }) });
+  // the gateway's side ends this thread when it reads this; a KvfenceError (a bad model file) reads as in-process
+  post({ type: 'start_failed', error: errorToWire(asKvfenceError(error)) });
 }
 if (started !== undefined) serve(started.worker, started.incidents);

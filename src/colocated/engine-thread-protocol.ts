@@ -3,7 +3,7 @@
  * are this process's own code, so messages travel by structured clone without a parser; errors travel as codes
  * (control-protocol.ts's EndWire) and become KvfenceErrors again on arrival.
  */
-import type { EndWire } from '../cluster/control-protocol.js';
+import type { EndWire, FailedEnd } from '../cluster/control-protocol.js';
 import type { LogLevel } from '../cluster/worker-config.js';
 import type { BackendPreference } from '../compute/select-backend.js';
 import type { WorkerPageMap, WorkerStats } from '../engine/inference-worker.js';
@@ -35,10 +35,14 @@ export type EngineThreadEvent =
   /** recorded in the incident store by the thread before the request's failure is sent (DESIGN I3) */
   | { kind: 'incident'; incident: IsolationIncident };
 
-export type FromEngineThread =
+/** The thread's first message. */
+export type EngineThreadStart =
   /** the pool is allocated and its capacity proven; `lines` are for the operator (backend, pool, prefix cache) */
   | { type: 'ready'; provenContext: number; pageSize: number; lines: string[] }
-  | { type: 'start_failed'; end: EndWire }
+  | { type: 'start_failed'; error: FailedEnd };
+
+/** Every message after a ready one. */
+export type FromEngineThread =
   | { type: 'events'; events: EngineThreadEvent[] }
   | { type: 'stats'; ask: number; stats: WorkerStats }
   | { type: 'page_maps'; ask: number; maps: WorkerPageMap[] }

@@ -9,7 +9,7 @@
  * (stats, page maps) and the start and close are each bounded by a timeout.
  */
 import { Worker } from 'node:worker_threads';
-import { endFromWire } from '../cluster/control-protocol.js';
+import { endFromWire, errorFromWire } from '../cluster/control-protocol.js';
 import type { GenerationSink, InferenceWorker, WorkerPageMap, WorkerStats } from '../engine/inference-worker.js';
 import type { GenerationRequest, IsolationIncident } from '../engine/request.js';
 import { assert } from '../util/assert.js';
@@ -18,6 +18,7 @@ import type { LogSink } from '../util/log.js';
 import type {
   EngineThreadData,
   EngineThreadEvent,
+  EngineThreadStart,
   FromEngineThread,
   ToEngineThread,
 } from './engine-thread-protocol.js';
@@ -81,18 +82,15 @@ export class EngineThread implements InferenceWorker {
     const thread = new Worker(new URL('./engine-thread-main.js', import.meta.url), { workerData: options.data });
     let timer: NodeJS.Timeout | undefined;
     try {
-      const ready = await new Promise<Extract<FromEngineThread, { type: 'ready' }>>((resolve, reject) => {
+      const ready = await new Promise<Extract<EngineThreadStart, { type: 'ready' }>>((resolve, reject) => {
         timer = setTimeout(
           () =>
             reject(new KvfenceError('internal_error', `the engine did not start within ${options.startTimeoutMs} ms`)),
           options.startTimeoutMs,
         );
-        thread.once('message', (message: FromEngineThread) => {
+        thread.once('message', (message: EngineThreadStart) => {
           if (message.type === 'ready') resolve(message);
-          else if (message.type === 'start_failed') {
-            const end = endFromWire(message.end);
-            reject(end.kind === 'failed' ? end.error : new KvfenceError('internal_error', 'the engine did not start'));
-          } else reject(new KvfenceError('internal_error', `the engine thread sent ${message.type} before ready`));
+          else reject(errorFromWire(message.error));
         });
         thread.once('error', reject);
         thread.once('exit', (code) =>
@@ -187,10 +185,6 @@ export class EngineThread implements InferenceWorker {
         break;
       case 'closed':
         this.onClosed?.();
-        break;
-      case 'ready':
-      case 'start_failed':
-        this.options.log.error({ message: message.type }, 'the engine thread started twice');
         break;
     }
   }

@@ -30,7 +30,7 @@ import type { TransferTicket } from '../transfer/ticket.js';
 import { transferEndError } from '../transfer/transfer-error.js';
 import type { TransferHandle, TransferReceiver } from '../transfer/transfer-receiver.js';
 import { assert } from '../util/assert.js';
-import { errorMessage, KvfenceError } from '../util/errors.js';
+import { asKvfenceError, KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
 
 /** Where a request's answers go: its gateway's control connection. */
@@ -411,8 +411,4 @@ export class DecodeWorker {
     if (h.state.name === 'transferring') this.transferring--;
     assert(this.transferring >= 0, 'transfer count stays non-negative');
   }
-}
-
-function asKvfenceError(error: unknown): KvfenceError {
-  return error instanceof KvfenceError ? error : new KvfenceError('internal_error', errorMessage(error));
 }

@@ -25,7 +25,7 @@ import type { TransferTicket } from '../transfer/ticket.js';
 import { publicTransferError } from '../transfer/transfer-error.js';
 import { TransferSender } from '../transfer/transfer-sender.js';
 import type { Clock } from '../util/clock.js';
-import { errorMessage, KvfenceError } from '../util/errors.js';
+import { asKvfenceError, errorMessage, KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
 import type { FrameChannel } from '../wire/frame-channel.js';
 import type { TransferTransport } from '../wire/transport.js';
@@ -96,7 +96,7 @@ export class PrefillWorker {
         throw new KvfenceError('kv_transfer_failed', `the ticket does not fit this job: ${mismatch}`);
       this.options.engine.submit(request, this.now());
     } catch (error) {
-      const e = error instanceof KvfenceError ? error : new KvfenceError('internal_error', errorMessage(error));
+      const e = asKvfenceError(error);
       link.end({ kind: 'failed', error: e });
       if (mismatch === undefined) void this.abortAtDecode(job, e);
       return;
@@ -197,7 +197,7 @@ export class PrefillWorker {
       await sender.send(source, prefilled.firsts);
       job.link.prefilled();
     } catch (error) {
-      const e = error instanceof KvfenceError ? error : new KvfenceError('kv_transfer_failed', errorMessage(error));
+      const e = asKvfenceError(error, 'kv_transfer_failed');
       if (!job.cancelled) {
         this.options.log.warn(
           { request: job.request.id, tenant: job.request.tenant, err: e.message },

@@ -64,3 +64,8 @@ export class KvfenceError extends Error {
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/** `error` itself when it is a KvfenceError, else one of `code` carrying its message (a bug or a library's error). */
+export function asKvfenceError(error: unknown, code: ErrorCode = 'internal_error'): KvfenceError {
+  return error instanceof KvfenceError ? error : new KvfenceError(code, errorMessage(error));
+}
