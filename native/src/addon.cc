@@ -431,18 +431,25 @@ class Context : public Napi::ObjectWrap<Context> {
                    static_cast<int32_t>(headDim), static_cast<int32_t>(pageSize), static_cast<int32_t>(kvDim), floatsPerPage},
                   &k};
     // tiles: up to kAttentionRowsMax consecutive rows of one sequence (the same page table and first position), so
-    // a prefill chunk's rows share each block of K/V while it is in L1; a decode batch's rows are tiles of one
+    // a prefill chunk's rows share each block of K/V (and its transposition) while it is in L1; a decode batch's rows
+    // are tiles of one. Smaller tiles when there would be too few tasks to keep every thread busy (a short chunk);
+    // the tiling never changes a bit.
+    const int64_t group = headCount / kvHeadCount;
+    const int64_t partsPerGroup = (group + kAttentionHeadsMax - 1) / kAttentionHeadsMax;
     std::vector<int32_t> tileBegins;
-    for (int64_t r = 0; r < rowCount; r++) {
-      const bool joins = !tileBegins.empty() && r - tileBegins.back() < kAttentionRowsMax &&
-                         pageTableStarts.data[r] == pageTableStarts.data[tileBegins.back()] &&
-                         kvStarts.data[r] == kvStarts.data[tileBegins.back()];
-      if (!joins) tileBegins.push_back(static_cast<int32_t>(r));
+    for (int64_t tileRows = kAttentionRowsMax;; tileRows /= 2) {
+      tileBegins.clear();
+      for (int64_t r = 0; r < rowCount; r++) {
+        const bool joins = !tileBegins.empty() && r - tileBegins.back() < tileRows &&
+                           pageTableStarts.data[r] == pageTableStarts.data[tileBegins.back()] &&
+                           kvStarts.data[r] == kvStarts.data[tileBegins.back()];
+        if (!joins) tileBegins.push_back(static_cast<int32_t>(r));
+      }
+      const int64_t tasks = static_cast<int64_t>(tileBegins.size()) * kvHeadCount * partsPerGroup;
+      if (tileRows <= 4 || tasks >= 4 * static_cast<int64_t>(pool_->threadCount())) break;
     }
     tileBegins.push_back(static_cast<int32_t>(rowCount));
     // one task: a tile's query heads of one KV head, at most kAttentionHeadsMax of them
-    const int64_t group = headCount / kvHeadCount;
-    const int64_t partsPerGroup = (group + kAttentionHeadsMax - 1) / kAttentionHeadsMax;
     const int64_t tiles = static_cast<int64_t>(tileBegins.size()) - 1;
     const int64_t tasks = tiles * kvHeadCount * partsPerGroup;
     if (tasks > INT32_MAX) throwRange(env, "too many attention tasks in one call");

@@ -67,7 +67,7 @@ constexpr BlockShape blockShape(WeightType t) {
 }
 constexpr int kHeadDimMax = 1024;      // attention keeps its heads' accumulators on the stack
 constexpr int kAttentionHeadsMax = 4;  // query heads of one KV head that one attention call handles together
-constexpr int kAttentionRowsMax = 8;   // rows of one sequence that one attention call handles together
+constexpr int kAttentionRowsMax = 16;  // rows of one sequence that one attention call handles together
 
 // out = x · wᵀ (+ bias), rounded to f32 after each operation; with accumulate, out += that (one more f32 rounding)
 struct MatmulArgs {

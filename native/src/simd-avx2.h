@@ -112,3 +112,41 @@ static inline V16 vhsum16(const V16* d) {
   for (int j = 0; j < 16; j++) t[j] = vhsum(d[j]);
   return vload(t);
 }
+
+// an 8×8 transpose of m[0..7] in place
+static inline void transpose8(__m256* m) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(m[2 * i], m[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(m[2 * i], m[2 * i + 1]);
+  }
+  for (int g = 0; g < 2; g++) {  // u[4g + k], half h: element 4h + k of rows 4g..4g+3
+    u[4 * g] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; k++) {
+    m[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    m[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+  }
+}
+
+// r[i] lane j becomes r[j] lane i (a 16×16 transpose; data movement only)
+static inline void vtranspose16(V16* r) {
+  __m256 a[8], b[8], c[8], d[8];  // rows 0..7 lanes 0..7 and 8..15, rows 8..15 the same
+  for (int i = 0; i < 8; i++) {
+    a[i] = r[i].lo;
+    b[i] = r[i].hi;
+    c[i] = r[8 + i].lo;
+    d[i] = r[8 + i].hi;
+  }
+  transpose8(a);
+  transpose8(b);
+  transpose8(c);
+  transpose8(d);
+  for (int i = 0; i < 8; i++) {
+    r[i] = {a[i], c[i]};
+    r[8 + i] = {b[i], d[i]};
+  }
+}

@@ -153,3 +153,29 @@ static inline V16 vhsum16(const V16* d) {
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   return {_mm512_permutexvar_ps(order, w)};
 }
+
+// r[i] lane j becomes r[j] lane i (a 16×16 transpose; data movement only)
+static inline void vtranspose16(V16* r) {
+  __m512 t[16];
+  for (int i = 0; i < 8; i++) {  // per 128-bit quarter: (r[2i][0], r[2i+1][0], r[2i][1], r[2i+1][1]) and [2], [3]
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i].v, r[2 * i + 1].v);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i].v, r[2 * i + 1].v);
+  }
+  __m512 u[16];  // u[4g + k], quarter q: element 4q + k of rows 4g..4g+3
+  for (int g = 0; g < 4; g++) {
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 1]), d = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  for (int k = 0; k < 4; k++) {  // gather the quarters: element k, 4 + k, 8 + k, 12 + k of all 16 rows
+    const __m512 a = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), b = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xdd);
+    const __m512 c = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88), d = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xdd);
+    r[k].v = _mm512_shuffle_f32x4(a, c, 0x88);
+    r[8 + k].v = _mm512_shuffle_f32x4(a, c, 0xdd);
+    r[4 + k].v = _mm512_shuffle_f32x4(b, d, 0x88);
+    r[12 + k].v = _mm512_shuffle_f32x4(b, d, 0xdd);
+  }
+}

@@ -139,3 +139,9 @@ static inline V16 vhsum16(const V16* d) {
   for (int j = 0; j < 16; j++) t[j] = vhsum(d[j]);
   return vload(t);
 }
+
+// r[i] lane j becomes r[j] lane i
+static inline void vtranspose16(V16* r) {
+  for (int i = 0; i < 16; i++)
+    for (int j = i + 1; j < 16; j++) std::swap(r[i].v[j], r[j].v[i]);
+}

@@ -217,6 +217,21 @@ export function kvCase(
   };
 }
 
+/** A prefill chunk: `rowCount` consecutive positions from `start` of one sequence, every row on the same pages. */
+function sequenceCase(
+  random: SeededRandom,
+  shape: { headCount: number; kvHeadCount: number; headDim: number; pageSize: number },
+  start: number,
+  rowCount: number,
+): KvCase {
+  const one = kvCase(random, { ...shape, rowCount: 1, kvLengthMax: start + rowCount });
+  return {
+    ...one,
+    kvLengths: Int32Array.from({ length: rowCount }, (_, r) => start + r + 1),
+    pageTableStarts: new Int32Array(rowCount),
+  };
+}
+
 function attentionOf(backend: Backend, q: Float32Array, c: KvCase, rows: number[]): Float32Array {
   const qDim = c.headCount * c.headDim;
   const qs = new Float32Array(rows.length * qDim);
@@ -464,6 +479,46 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
             const qDim = shape.headCount * shape.headDim;
             const last = rowCount - 1;
             assertSameBits(attentionOf(backend, q, c, [last]), got.subarray(last * qDim), `${what}: last row alone`);
+          }
+        }
+      });
+    });
+
+    test('attention of a prefill chunk (rows of one sequence sharing each K/V block) gives each row its bits alone', () => {
+      const backend = target.make();
+      const random = new SeededRandom(11);
+      counted(target, backend, 'attention', () => {
+        // head sizes of 1, 4 and 5 chunks of 16 (5: known only at run time), GQA groups 1, 3, 4; 37 rows cross
+        // tiles and 64-position blocks, and end at different positions inside a block
+        const shapes = [
+          { headCount: 4, kvHeadCount: 4, headDim: 8 },
+          { headCount: 9, kvHeadCount: 3, headDim: 64 },
+          { headCount: 8, kvHeadCount: 2, headDim: 80 },
+          { headCount: 4, kvHeadCount: 1, headDim: 20 },
+        ];
+        for (const pageSize of [7, 16]) {
+          for (const shape of shapes) {
+            const start = 40 + random.nextInt(60);
+            const c = sequenceCase(random, { ...shape, pageSize }, start, 37);
+            const q = gaussian(random, 37 * shape.headCount * shape.headDim, 1.5);
+            const rows = Array.from({ length: 37 }, (_, r) => r);
+            const got = attentionOf(backend, q, c, rows);
+            const maxV = c.arena.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+            const what = `attention chunk page ${pageSize} heads ${shape.headCount}/${shape.kvHeadCount}×${shape.headDim}`;
+            assertWithin(got, textbookAttention(q, c), () => 2e-5 * maxV, what);
+            const qDim = shape.headCount * shape.headDim;
+            for (const r of [0, 5, 15, 16, 17, 36]) {
+              assertSameBits(
+                attentionOf(backend, q, c, [r]),
+                got.subarray(r * qDim, (r + 1) * qDim),
+                `${what}: row ${r} alone`,
+              );
+            }
+            assertSameBits(
+              attentionOf(backend, q, c, rows.slice(3, 24)),
+              got.subarray(3 * qDim, 24 * qDim),
+              `${what}: rows 3..23`,
+            );
           }
         }
       });
