@@ -135,6 +135,8 @@ interface KvCase {
   headDim: number;
   arena: Float32Array;
   kvLengths: Int32Array;
+  /** row r attends over positions [kvStarts[r], kvLengths[r]) (a sliding window); 0 when absent */
+  kvStarts?: Int32Array;
   pageTables: Int32Array;
   pageTableStarts: Int32Array;
 }
@@ -144,10 +146,10 @@ function textbookAttention(q: Float32Array, c: KvCase): Float64Array {
   const out = new Float64Array(c.kvLengths.length * headCount * headDim);
   for (let r = 0; r < c.kvLengths.length; r++) {
     const n = c.kvLengths[r]!;
-    // gather this row's K and V into contiguous (n, kvDim) arrays
+    // gather this row's K and V into contiguous arrays
     const keys: Float32Array[] = [];
     const values: Float32Array[] = [];
-    for (let t = 0; t < n; t++) {
+    for (let t = c.kvStarts?.[r] ?? 0; t < n; t++) {
       const page = c.pageTables[c.pageTableStarts[r]! + Math.floor(t / layout.pageSize)]!;
       const k = kvOffset(layout, page, layer, 0, t % layout.pageSize);
       const v = kvOffset(layout, page, layer, 1, t % layout.pageSize);
@@ -167,7 +169,7 @@ function textbookAttention(q: Float32Array, c: KvCase): Float64Array {
       const total = weights.reduce((a, b) => a + b, 0);
       for (let i = 0; i < headDim; i++) {
         let sum = 0;
-        for (let t = 0; t < n; t++) sum += weights[t]! * values[t]![kvh + i]!;
+        for (let t = 0; t < values.length; t++) sum += weights[t]! * values[t]![kvh + i]!;
         out[qh + i] = sum / total;
       }
     }
@@ -245,6 +247,7 @@ function attentionOf(backend: Backend, q: Float32Array, c: KvCase, rows: number[
     {
       rowCount: rows.length,
       kvLengths: Int32Array.from(rows, (r) => c.kvLengths[r]!),
+      ...(c.kvStarts === undefined ? {} : { kvStarts: Int32Array.from(rows, (r) => c.kvStarts![r]!) }),
       pageTables: c.pageTables,
       pageTableStarts: Int32Array.from(rows, (r) => c.pageTableStarts[r]!),
     },
@@ -488,23 +491,30 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
       const backend = target.make();
       const random = new SeededRandom(11);
       counted(target, backend, 'attention', () => {
-        // head sizes of 1, 4 and 5 chunks of 16 (5: known only at run time), GQA groups 1, 3, 4; 37 rows cross
-        // tiles and 64-position blocks, and end at different positions inside a block
+        // head sizes of 1, 2, 3, 4 and 5 chunks of 16 (5: known only at run time), GQA groups 1, 3, 4 and 6 (more
+        // heads than one task takes); 37 rows cross tiles and 64-position blocks, and end at different positions
+        // inside a block; windows: none, one first position for all rows (they still share tiles), and a sliding
+        // window of 50 (each row its own first position)
         const shapes = [
           { headCount: 4, kvHeadCount: 4, headDim: 8 },
           { headCount: 9, kvHeadCount: 3, headDim: 64 },
           { headCount: 8, kvHeadCount: 2, headDim: 80 },
           { headCount: 4, kvHeadCount: 1, headDim: 20 },
+          { headCount: 12, kvHeadCount: 2, headDim: 48 },
         ];
+        const windows = ['none', 'shared', 'sliding'] as const;
         for (const pageSize of [7, 16]) {
-          for (const shape of shapes) {
+          for (const [i, shape] of shapes.entries()) {
             const start = 40 + random.nextInt(60);
+            const window = windows[(i + (pageSize === 16 ? 1 : 0)) % windows.length]!;
             const c = sequenceCase(random, { ...shape, pageSize }, start, 37);
+            if (window === 'shared') c.kvStarts = new Int32Array(37).fill(13);
+            if (window === 'sliding') c.kvStarts = Int32Array.from(c.kvLengths, (n) => Math.max(0, n - 50));
             const q = gaussian(random, 37 * shape.headCount * shape.headDim, 1.5);
             const rows = Array.from({ length: 37 }, (_, r) => r);
             const got = attentionOf(backend, q, c, rows);
             const maxV = c.arena.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
-            const what = `attention chunk page ${pageSize} heads ${shape.headCount}/${shape.kvHeadCount}×${shape.headDim}`;
+            const what = `attention chunk page ${pageSize} heads ${shape.headCount}/${shape.kvHeadCount}×${shape.headDim} window ${window}`;
             assertWithin(got, textbookAttention(q, c), () => 2e-5 * maxV, what);
             const qDim = shape.headCount * shape.headDim;
             for (const r of [0, 5, 15, 16, 17, 36]) {
