@@ -107,7 +107,8 @@ static inline V16 vloadPartialFill(const float* p, int n, float fill) {
 }
 
 // lane i = vhsum(d[i])
-static inline V16 vhsum16(const V16* d) {
+// always inlined: out of line, the 16 accumulators would go through memory after every matmul tile
+__attribute__((always_inline)) static inline V16 vhsum16(const V16* d) {
   alignas(64) float t[16];
   for (int j = 0; j < 16; j++) t[j] = vhsum(d[j]);
   return vload(t);

@@ -129,7 +129,8 @@ static inline V16 vloadPartialFill(const float* p, int n, float fill) {
 
 // Lane i = vhsum(d[i]), bit for bit: the same pairs added in the same tree (j + j+8, then j + j+4, j + j+2, j + j+1),
 // done for 16 vectors at once by transposing as the tree goes (~3 shuffles and 1 add per vector instead of 8).
-static inline V16 vhsum16(const V16* d) {
+// always inlined: out of line, the 16 accumulators would go through memory after every matmul tile
+__attribute__((always_inline)) static inline V16 vhsum16(const V16* d) {
   __m512 t[8];
   for (int m = 0; m < 8; m++) {  // per vector: quarters [s8 0..3, s8 4..7] for vectors 2m and 2m+1
     const __m512 a = d[2 * m].v;
