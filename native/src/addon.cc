@@ -67,6 +67,9 @@ Span<T> typedArrayArg(const Napi::CallbackInfo& info, size_t index, napi_typedar
 Span<float> floatsArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
   return typedArrayArg<float>(info, index, napi_float32_array, "Float32Array", name);
 }
+Span<uint16_t> halvesArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
+  return typedArrayArg<uint16_t>(info, index, napi_uint16_array, "Uint16Array", name);
+}
 Span<int32_t> int32sArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
   return typedArrayArg<int32_t>(info, index, napi_int32_array, "Int32Array", name);
 }
@@ -326,13 +329,14 @@ class Context : public Napi::ObjectWrap<Context> {
     return env.Undefined();
   }
 
-  // storeKv(k, v, rowCount, positions, pageTables, pageTableStarts, layer, layerCount, pageSize, kvDim, floatsPerPage,
+  // storeKv(k, v, rowCount, positions, pageTables, pageTableStarts, layer, layerCount, pageSize, kvDim, valuesPerPage,
   //         arena): row r of k and of v (rowCount, kvDim) into its slot of layer `layer`: slot positions[r] % pageSize
   // of page pageTables[pageTableStarts[r] + positions[r] / pageSize] (src/kv/kv-layout.ts). Every row is checked
-  // before any is written. Plain copies of a few KiB: on the calling thread, a dispatch would cost more.
+  // before any is written. Each value is rounded to f16 (kernels.h storeHalves); a few KiB: on the calling thread, a
+  // dispatch would cost more.
   Napi::Value StoreKv(const Napi::CallbackInfo& info) {
     const Napi::Env env = info.Env();
-    kernels(env);
+    const KernelTable& k = kernels(env);
     const auto kIn = floatsArg(info, 0, "k");
     const auto vIn = floatsArg(info, 1, "v");
     const int64_t rowCount = integerArg(info, 2, "rowCount", 0, kDimMax);
@@ -343,9 +347,9 @@ class Context : public Napi::ObjectWrap<Context> {
     const int64_t layer = integerArg(info, 6, "layer", 0, layerCount - 1);
     const int64_t pageSize = integerArg(info, 8, "pageSize", 1, 1 << 16);
     const int64_t kvDim = integerArg(info, 9, "kvDim", 1, kDimMax);
-    const int64_t floatsPerPage = integerArg(info, 10, "floatsPerPage", 1, int64_t{1} << 40);
-    const auto arena = floatsArg(info, 11, "arena");
-    if (floatsPerPage != layerCount * 2 * pageSize * kvDim) throwRange(env, "floatsPerPage does not match the layout");
+    const int64_t valuesPerPage = integerArg(info, 10, "valuesPerPage", 1, int64_t{1} << 40);
+    const auto arena = halvesArg(info, 11, "arena");
+    if (valuesPerPage != layerCount * 2 * pageSize * kvDim) throwRange(env, "valuesPerPage does not match the layout");
     requireLength(env, kIn.length, rowCount * kvDim, "k");
     requireLength(env, vIn.length, rowCount * kvDim, "v");
     requireLength(env, positions.length, rowCount, "positions");
@@ -354,7 +358,7 @@ class Context : public Napi::ObjectWrap<Context> {
     const Span<float> vRows{vIn.data, static_cast<size_t>(rowCount * kvDim)};
     requireDisjoint(env, arena, kRows, "the arena", "k");
     requireDisjoint(env, arena, vRows, "the arena", "v");
-    const int64_t pageCount = static_cast<int64_t>(arena.length) / floatsPerPage;
+    const int64_t pageCount = static_cast<int64_t>(arena.length) / valuesPerPage;
     for (int64_t r = 0; r < rowCount; r++) {
       const int64_t position = positions.data[r];
       const int64_t entry = pageTableStarts.data[r] + position / pageSize;
@@ -364,19 +368,18 @@ class Context : public Napi::ObjectWrap<Context> {
       requirePageInArena(env, r, pageTables.data[entry], pageCount);
     }
     counts_[kStoreKv]++;
-    const auto rowBytes = static_cast<size_t>(kvDim) * sizeof(float);
     for (int64_t r = 0; r < rowCount; r++) {
       const int64_t position = positions.data[r];
       const int64_t page = pageTables.data[pageTableStarts.data[r] + position / pageSize];
-      const int64_t kSlot = page * floatsPerPage + (layer * 2 * pageSize + position % pageSize) * kvDim;
-      std::memcpy(arena.data + kSlot, kRows.data + r * kvDim, rowBytes);
-      std::memcpy(arena.data + kSlot + pageSize * kvDim, vRows.data + r * kvDim, rowBytes);
+      const int64_t kSlot = page * valuesPerPage + (layer * 2 * pageSize + position % pageSize) * kvDim;
+      k.storeHalves(arena.data + kSlot, kRows.data + r * kvDim, static_cast<int32_t>(kvDim));
+      k.storeHalves(arena.data + kSlot + pageSize * kvDim, vRows.data + r * kvDim, static_cast<int32_t>(kvDim));
     }
     return env.Undefined();
   }
 
   // attention(out, q, rowCount, kvLengths, pageTables, pageTableStarts,
-  //           layer, layerCount, headCount, kvHeadCount, headDim, pageSize, kvDim, floatsPerPage, arena, kvStarts)
+  //           layer, layerCount, headCount, kvHeadCount, headDim, pageSize, kvDim, valuesPerPage, arena, kvStarts)
   Napi::Value Attention(const Napi::CallbackInfo& info) {
     const Napi::Env env = info.Env();
     const KernelTable& k = kernels(env);
@@ -393,12 +396,12 @@ class Context : public Napi::ObjectWrap<Context> {
     const int64_t headDim = integerArg(info, 10, "headDim", 1, kHeadDimMax);
     const int64_t pageSize = integerArg(info, 11, "pageSize", 1, 1 << 16);
     const int64_t kvDim = integerArg(info, 12, "kvDim", 1, kDimMax);
-    const int64_t floatsPerPage = integerArg(info, 13, "floatsPerPage", 1, int64_t{1} << 40);
-    const auto arena = floatsArg(info, 14, "arena");
+    const int64_t valuesPerPage = integerArg(info, 13, "valuesPerPage", 1, int64_t{1} << 40);
+    const auto arena = halvesArg(info, 14, "arena");
     const auto kvStarts = int32sArg(info, 15, "kvStarts");
     if (headCount % kvHeadCount != 0) throwRange(env, "headCount must be a multiple of kvHeadCount");
     if (kvDim != kvHeadCount * headDim) throwRange(env, "kvDim must be kvHeadCount * headDim");
-    if (floatsPerPage != layerCount * 2 * pageSize * kvDim) throwRange(env, "floatsPerPage does not match the layout");
+    if (valuesPerPage != layerCount * 2 * pageSize * kvDim) throwRange(env, "valuesPerPage does not match the layout");
     const int64_t qDim = headCount * headDim;
     requireLength(env, q.length, rowCount * qDim, "q");
     requireLength(env, out.length, rowCount * qDim, "out");
@@ -407,7 +410,7 @@ class Context : public Napi::ObjectWrap<Context> {
     requireLength(env, kvStarts.length, rowCount, "kvStarts");
     requireDisjoint(env, out, q, "out", "q");
     requireDisjoint(env, out, arena, "out", "the arena");
-    const int64_t pageCount = static_cast<int64_t>(arena.length) / floatsPerPage;
+    const int64_t pageCount = static_cast<int64_t>(arena.length) / valuesPerPage;
     int64_t work = 0;
     for (int64_t r = 0; r < rowCount; r++) {
       const int64_t kvLength = kvLengths.data[r];
@@ -428,7 +431,7 @@ class Context : public Napi::ObjectWrap<Context> {
     };
     const Job job{{out.data, q.data, arena.data, kvLengths.data, kvStarts.data, pageTables.data, pageTableStarts.data,
                    static_cast<int32_t>(layer), static_cast<int32_t>(headCount), static_cast<int32_t>(kvHeadCount),
-                   static_cast<int32_t>(headDim), static_cast<int32_t>(pageSize), static_cast<int32_t>(kvDim), floatsPerPage},
+                   static_cast<int32_t>(headDim), static_cast<int32_t>(pageSize), static_cast<int32_t>(kvDim), valuesPerPage},
                   &k};
     // tiles: up to kAttentionRowsMax consecutive rows of one sequence (the same page table and first position), so
     // a prefill chunk's rows share each block of K/V (and its transposition) while it is in L1; a decode batch's rows

@@ -85,7 +85,7 @@ struct MatmulArgs {
 struct AttentionArgs {
   float* out;                     // (rowCount, headCount*headDim)
   const float* q;                 // (rowCount, headCount*headDim)
-  const float* arena;             // the KV pool's arena
+  const uint16_t* arena;          // the KV pool's arena: f16 values
   const int32_t* kvLengths;       // (rowCount)
   const int32_t* kvStarts;        // (rowCount): row r attends over positions [kvStarts[r], kvLengths[r])
   const int32_t* pageTables;      // concatenated page tables
@@ -96,7 +96,7 @@ struct AttentionArgs {
   int32_t headDim;
   int32_t pageSize;
   int32_t kvDim;
-  int64_t floatsPerPage;
+  int64_t valuesPerPage;
 };
 
 struct RopeArgs {
@@ -123,6 +123,8 @@ struct KernelTable {
   void (*swiglu)(float* gate, const float* up, int64_t begin, int64_t end);
   // out (inDim) = row `token` of w
   void (*embedRow)(float* out, const void* w, WeightType type, int32_t inDim, int32_t token);
+  // out[i] = x[i] rounded to f16 (nearest even; a NaN to its sign's quiet NaN), i < n: a K or V row as stored
+  void (*storeHalves)(uint16_t* out, const float* x, int32_t n);
   // a[i] = b[i] + s * c[i] for i in [begin, end): STREAM's triad
   void (*triad)(float* a, const float* b, const float* c, float s, int64_t begin, int64_t end);
 };

@@ -36,6 +36,20 @@ static inline V16 vloadF16Partial(const uint16_t* p, int n) {
   std::memcpy(t, p, sizeof(uint16_t) * static_cast<size_t>(n));
   return vloadF16(t);
 }
+// f16 bits of each lane, rounded to nearest even; a NaN becomes its sign's quiet NaN without payload, as the other
+// paths and util/half.ts make it
+static inline __m128i halves8(__m256 a) {
+  const __m256 nan = _mm256_cmp_ps(a, a, _CMP_UNORD_Q);
+  const __m256 sign = _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN)));
+  const __m256 quiet = _mm256_or_ps(sign, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)));
+  return _mm256_cvtps_ph(_mm256_blendv_ps(a, quiet, nan), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+static inline void vstoreF16Partial(uint16_t* p, V16 a, int n) {
+  alignas(32) uint16_t t[16];
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(t), halves8(a.lo));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(t + 8), halves8(a.hi));
+  std::memcpy(p, t, sizeof(uint16_t) * static_cast<size_t>(n));
+}
 static inline __m256 bf16Widen8(const uint16_t* p) {
   const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));

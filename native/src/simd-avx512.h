@@ -21,6 +21,15 @@ static inline V16 vloadF16(const uint16_t* p) {
   return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
 }
 static inline V16 vloadF16Partial(const uint16_t* p, int n) { return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(laneMask(n), p))}; }
+// f16 bits of each lane, rounded to nearest even; a NaN becomes its sign's quiet NaN without payload, as the other
+// paths and util/half.ts make it
+static inline __m256i halves(V16 a) {
+  const __mmask16 nan = _mm512_cmp_ps_mask(a.v, a.v, _CMP_UNORD_Q);
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(a.v), _mm512_set1_epi32(INT32_MIN));
+  const __m512 quiet = _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_set1_epi32(0x7fc00000)));
+  return _mm512_cvtps_ph(_mm512_mask_mov_ps(a.v, nan, quiet), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+static inline void vstoreF16Partial(uint16_t* p, V16 a, int n) { _mm256_mask_storeu_epi16(p, laneMask(n), halves(a)); }
 static inline V16 bf16Widen(__m256i h) { return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))}; }
 static inline V16 vloadBF16(const uint16_t* p) { return bf16Widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 static inline V16 vloadBF16Partial(const uint16_t* p, int n) { return bf16Widen(_mm256_maskz_loadu_epi16(laneMask(n), p)); }

@@ -44,6 +44,31 @@ static inline float f16Scalar(uint16_t h) {
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
+// f16 bits of f, rounded to nearest even; a NaN becomes its sign's quiet NaN without payload (util/half.ts's
+// f32ToF16, and what the SIMD paths make)
+static inline uint16_t f16Bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // 65,520 and up round to infinity
+  if (abs >= 0x38800000u) {  // a normal half: rebias the exponent, round away 13 bits (a carry is correct rounding)
+    const uint32_t m = abs - 0x38000000u;
+    return static_cast<uint16_t>(sign | ((m + 0xfffu + ((m >> 13) & 1u)) >> 13));
+  }
+  const uint32_t e = abs >> 23;
+  if (e < 102) return static_cast<uint16_t>(sign);  // below 2^-25: rounds to zero
+  const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126 - e;  // a subnormal half counts units of 2^-24
+  const uint32_t q = mant >> shift;
+  const uint32_t rest = mant & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1);
+  return static_cast<uint16_t>(sign | (q + (rest > half || (rest == half && (q & 1u)) ? 1u : 0u)));
+}
+static inline void vstoreF16Partial(uint16_t* p, V16 a, int n) {
+  for (int j = 0; j < n; j++) p[j] = f16Bits(a.v[j]);
+}
 static inline float bf16Scalar(uint16_t b) {
   const uint32_t bits = static_cast<uint32_t>(b) << 16;
   float f;

@@ -1,5 +1,6 @@
 /** `kvfence model make-test` and `kvfence model inspect`. */
 import type { Command } from 'commander';
+import { KV_VALUE_BYTES } from '../kv/kv-layout.js';
 import { readGgufHeader } from '../model/gguf-read.js';
 import { GGML_TYPE_CODES, metaNumber, metaString, metaStringArray } from '../model/gguf-types.js';
 import { writeGguf } from '../model/gguf-write.js';
@@ -100,9 +101,9 @@ export function addModelCommands(program: Command): void {
     });
 }
 
-/** What kvfence's KV pool holds per token: every layer's K and V in f32, sliding-window layers included. */
+/** What kvfence's KV pool holds per token: every layer's K and V in f16, sliding-window layers included. */
 export function kvBytesPerToken(c: ModelConfig): number {
-  return c.layerCount * 2 * c.kvHeadCount * c.headDim * 4;
+  return c.layerCount * 2 * c.kvHeadCount * c.headDim * KV_VALUE_BYTES;
 }
 
 /** The architecture's own traits, in one line: rotation, head norms, sliding window, activation, scales. */
@@ -162,7 +163,7 @@ export function describeModel(file: string): string {
     `weight bytes:  ${(tensorBytes / 1e6).toFixed(2)} MB, ${((8 * tensorBytes) / parameters).toFixed(2)} bits per weight`,
     `output:        ${header.tensors.some((t) => t.name === 'output.weight') ? 'own matrix' : 'tied to the token embedding'}`,
     `context:       ${c.contextLength} tokens (declared by the file)`,
-    `KV per token:  ${kvBytesPerToken(c)} bytes (f32 K and V: ${c.layerCount} layers × 2 × ${c.kvHeadCount * c.headDim} values)`,
+    `KV per token:  ${kvBytesPerToken(c)} bytes (f16 K and V: ${c.layerCount} layers × 2 × ${c.kvHeadCount * c.headDim} values)`,
     `tokenizer:     ${metaString(meta, 'tokenizer.ggml.model')} / pre ${metaString(meta, 'tokenizer.ggml.pre') ?? 'default'}, ` +
       `${metaStringArray(meta, 'tokenizer.ggml.tokens')?.length ?? 0} tokens, bos ${tokenizer.bosId ?? 'none'}, eos ${tokenizer.eosId ?? 'none'}`,
     `chat template: ${metaString(meta, 'tokenizer.chat_template') !== undefined ? 'yes' : 'no'}`,

@@ -68,7 +68,7 @@ export class ColocatedWorker implements InferenceWorker {
   /** What the operator reads at startup: the pool's size and its capacity proof, and the prefix cache when on. */
   summary(): string[] {
     const { layout, pageCount } = this.pool;
-    const mib = (pageCount * layout.floatsPerPage * 4) / 2 ** 20;
+    const mib = (pageCount * layout.bytesPerPage) / 2 ** 20;
     const lines = [
       `kvfence: KV pool ${pageCount} pages × ${layout.pageSize} tokens (${mib.toFixed(1)} MiB); ${this.capacity.summary}`,
     ];

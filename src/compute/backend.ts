@@ -3,7 +3,7 @@
  * depends only on that row's inputs (fixed reduction order), never on which or how many other rows share the call.
  * Buffers are row-major; `rowCount` rows of the stated width.
  */
-import type { KvLayout } from '../kv/kv-layout.js';
+import type { KvArena, KvLayout } from '../kv/kv-layout.js';
 import type { RopeStyle } from '../model/model-config.js';
 import type { WeightMatrix } from '../model/weights.js';
 
@@ -72,8 +72,8 @@ export interface Backend {
    * dispatch); each output the same bits as matmul() gives, before the part's bias and accumulate.
    */
   matmuls(x: Float32Array, rowCount: number, parts: readonly MatmulPart[]): void;
-  /** writes row r of k and of v (rowCount, layout.kvDim) into layer `layer`'s K and V slots of its position */
-  storeKv(k: Float32Array, v: Float32Array, rows: KvRows, layer: number, layout: KvLayout, arena: Float32Array): void;
+  /** writes row r of k and of v (rowCount, layout.kvDim), rounded to f16, into layer `layer`'s K and V slots of its position */
+  storeKv(k: Float32Array, v: Float32Array, rows: KvRows, layer: number, layout: KvLayout, arena: KvArena): void;
   /** out (rowCount, dim) = x / sqrt(mean(x²) + eps) * weight */
   rmsNorm(out: Float32Array, x: Float32Array, rowCount: number, weight: Float32Array, eps: number): void;
   /** rotates the first ropeDim values of each head of x (rowCount, headCount*headDim) in place, row r at positions[r] */
@@ -93,7 +93,7 @@ export interface Backend {
   /** gate (n) = gelu(gate) * up, in place (tanh GELU; both backends run geglu.ts, so they agree to the bit) */
   geglu(gate: Float32Array, up: Float32Array, n: number): void;
   /** out (rowCount, headCount*headDim) = softmax(q kᵀ / sqrt(headDim)) v over each row's pages (rows.kvStarts on) */
-  attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: Float32Array): void;
+  attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: KvArena): void;
   /** out (tokens.length, w.inDim) = rows `tokens` of w, as f32 */
   embed(out: Float32Array, tokens: Int32Array, w: WeightMatrix): void;
 }

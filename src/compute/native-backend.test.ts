@@ -147,7 +147,7 @@ test('the glue rejects bad arguments before any kernel runs', () => {
       arena,
     );
   call(c.pageTables);
-  const pageCount = c.arena.length / c.layout.floatsPerPage;
+  const pageCount = c.arena.length / c.layout.valuesPerPage;
   const outside = c.pageTables.slice();
   outside[0] = pageCount;
   assert.throws(() => call(outside), /outside the arena/);
@@ -157,7 +157,7 @@ test('the glue rejects bad arguments before any kernel runs', () => {
   assert.throws(() => call(c.pageTables, Int32Array.of(1, 10_000)), /runs past pageTables/);
   assert.throws(() => call(c.pageTables, Int32Array.of(0, 1)), /no positions/);
   assert.throws(
-    () => call(c.pageTables, c.kvLengths, c.arena.subarray(0, c.layout.floatsPerPage)),
+    () => call(c.pageTables, c.kvLengths, c.arena.subarray(0, c.layout.valuesPerPage)),
     /outside the arena/,
   );
 });
@@ -196,7 +196,7 @@ test('matmuls and storeKv reject bad arguments before any kernel runs', () => {
   assert.equal(native.callCounts.matmuls, before, 'no rejected call reached a kernel');
 
   const layout = makeKvLayout(2, 8, 4);
-  const arena = new Float32Array(3 * layout.floatsPerPage);
+  const arena = new Uint16Array(3 * layout.valuesPerPage);
   const kv = gaussian(random, 2 * 8);
   const rows = (positions: Int32Array, pageTables = Int32Array.of(0, 1, 2)) => ({
     rowCount: 2,
@@ -212,7 +212,7 @@ test('matmuls and storeKv reject bad arguments before any kernel runs', () => {
   assert.throws(() => native.storeKv(kv, kv, rows(Int32Array.of(0, 0)), 2, layout, arena), RangeError, 'layer');
   assert.throws(() => native.storeKv(kv.subarray(1), kv, rows(Int32Array.of(0, 0)), 1, layout, arena), /k has/);
   assert.throws(
-    () => native.storeKv(arena.subarray(0, 16), kv, rows(Int32Array.of(0, 0)), 1, layout, arena),
+    () => native.storeKv(new Float32Array(arena.buffer, 0, 16), kv, rows(Int32Array.of(0, 0)), 1, layout, arena),
     /overlap/,
   );
   assert.equal(native.callCounts.storeKv, stores, 'no rejected call wrote the arena');

@@ -10,7 +10,7 @@
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import type { KvLayout } from '../kv/kv-layout.js';
+import type { KvArena, KvLayout } from '../kv/kv-layout.js';
 import { GGML_TYPE_CODES } from '../model/gguf-types.js';
 import type { RopeStyle } from '../model/model-config.js';
 import type { WeightMatrix } from '../model/weights.js';
@@ -71,8 +71,8 @@ interface NativeContext {
     layerCount: number,
     pageSize: number,
     kvDim: number,
-    floatsPerPage: number,
-    arena: Float32Array,
+    valuesPerPage: number,
+    arena: KvArena,
   ): void;
   attention(
     out: Float32Array,
@@ -88,8 +88,8 @@ interface NativeContext {
     headDim: number,
     pageSize: number,
     kvDim: number,
-    floatsPerPage: number,
-    arena: Float32Array,
+    valuesPerPage: number,
+    arena: KvArena,
     kvStarts: Int32Array,
   ): void;
   rmsNorm(out: Float32Array, x: Float32Array, rowCount: number, weight: Float32Array, eps: number): void;
@@ -241,7 +241,7 @@ export class NativeBackend implements Backend {
     this.context.matmuls(x, rowCount, first.w.inDim, flat);
   }
 
-  storeKv(k: Float32Array, v: Float32Array, rows: KvRows, layer: number, layout: KvLayout, arena: Float32Array): void {
+  storeKv(k: Float32Array, v: Float32Array, rows: KvRows, layer: number, layout: KvLayout, arena: KvArena): void {
     this.context.storeKv(
       k,
       v,
@@ -253,7 +253,7 @@ export class NativeBackend implements Backend {
       layout.layerCount,
       layout.pageSize,
       layout.kvDim,
-      layout.floatsPerPage,
+      layout.valuesPerPage,
       arena,
     );
   }
@@ -300,7 +300,7 @@ export class NativeBackend implements Backend {
     gegluInPlace(gate, up, n);
   }
 
-  attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: Float32Array): void {
+  attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: KvArena): void {
     const { layout } = shape;
     this.context.attention(
       out,
@@ -316,7 +316,7 @@ export class NativeBackend implements Backend {
       shape.headDim,
       layout.pageSize,
       layout.kvDim,
-      layout.floatsPerPage,
+      layout.valuesPerPage,
       arena,
       rows.kvStarts ?? this.zeros(rows.rowCount),
     );

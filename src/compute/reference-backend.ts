@@ -2,11 +2,12 @@
  * The reference backend in plain TypeScript: the oracle other backends are checked against. Each row is computed on its
  * own with sums accumulated in f64 in index order, so results are deterministic and batch-invariant by construction.
  */
-import { type KvLayout, kvOffset } from '../kv/kv-layout.js';
+import { type KvArena, type KvLayout, kvOffset } from '../kv/kv-layout.js';
 import type { RopeStyle } from '../model/model-config.js';
 import { decodeWeights } from '../model/quant.js';
 import type { WeightMatrix } from '../model/weights.js';
 import { assert } from '../util/assert.js';
+import { f16Table, f32ToF16 } from '../util/half.js';
 import {
   type AttentionRows,
   type AttentionShape,
@@ -43,14 +44,19 @@ export class ReferenceBackend implements Backend {
     for (const part of parts) this.product(x, rowCount, part);
   }
 
-  storeKv(k: Float32Array, v: Float32Array, rows: KvRows, layer: number, layout: KvLayout, arena: Float32Array): void {
+  /** Each value rounded to f16 (nearest even), as the native kernel stores it. */
+  storeKv(k: Float32Array, v: Float32Array, rows: KvRows, layer: number, layout: KvLayout, arena: KvArena): void {
     const { kvDim, pageSize } = layout;
     for (let r = 0; r < rows.rowCount; r++) {
       const pos = rows.positions[r]!;
       const page = rows.pageTables[rows.pageTableStarts[r]! + Math.floor(pos / pageSize)];
       assert(page !== undefined, `row ${r}'s position ${pos} runs past its page table`);
-      arena.set(k.subarray(r * kvDim, (r + 1) * kvDim), kvOffset(layout, page, layer, 0, pos % pageSize));
-      arena.set(v.subarray(r * kvDim, (r + 1) * kvDim), kvOffset(layout, page, layer, 1, pos % pageSize));
+      const kAt = kvOffset(layout, page, layer, 0, pos % pageSize);
+      const vAt = kvOffset(layout, page, layer, 1, pos % pageSize);
+      for (let i = 0; i < kvDim; i++) {
+        arena[kAt + i] = f32ToF16(k[r * kvDim + i]!);
+        arena[vAt + i] = f32ToF16(v[r * kvDim + i]!);
+      }
     }
   }
 
@@ -136,8 +142,9 @@ export class ReferenceBackend implements Backend {
     gegluInPlace(gate, up, n);
   }
 
-  attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: Float32Array): void {
+  attention(out: Float32Array, q: Float32Array, rows: AttentionRows, shape: AttentionShape, arena: KvArena): void {
     const { headCount, kvHeadCount, headDim, layout, layer } = shape;
+    const half = f16Table();
     const qDim = headCount * headDim;
     const group = headCount / kvHeadCount;
     const scale = 1 / Math.sqrt(headDim);
@@ -155,7 +162,7 @@ export class ReferenceBackend implements Backend {
           const page = rows.pageTables[tableStart + Math.floor(t / layout.pageSize)]!;
           const k = kvOffset(layout, page, layer, 0, t % layout.pageSize) + headOffset;
           let dot = 0;
-          for (let i = 0; i < headDim; i++) dot += q[qBase + i]! * arena[k + i]!;
+          for (let i = 0; i < headDim; i++) dot += q[qBase + i]! * half[arena[k + i]!]!;
           scores[t] = dot * scale;
           if (scores[t]! > max) max = scores[t]!;
         }
@@ -169,7 +176,7 @@ export class ReferenceBackend implements Backend {
           const page = rows.pageTables[tableStart + Math.floor(t / layout.pageSize)]!;
           const v = kvOffset(layout, page, layer, 1, t % layout.pageSize) + headOffset;
           const p = scores[t]!;
-          for (let i = 0; i < headDim; i++) acc[i] += p * arena[v + i]!;
+          for (let i = 0; i < headDim; i++) acc[i] += p * half[arena[v + i]!]!;
         }
         for (let i = 0; i < headDim; i++) out[qBase + i] = acc[i]! / sum;
       }

@@ -68,9 +68,9 @@ export function proveCapacity(input: CapacityInput): CapacityProof {
   };
 }
 
-/** Whole pages that fit in `bytes` of f32 KV. */
+/** Whole pages that fit in `bytes` of KV. */
 export function pageCountForMemory(layout: KvLayout, bytes: number): number {
-  const pageBytes = layout.floatsPerPage * Float32Array.BYTES_PER_ELEMENT;
+  const pageBytes = layout.bytesPerPage;
   const count = Math.floor(bytes / pageBytes);
   if (count < 1 || count > LIMITS.kvPagesMax) {
     throw new KvfenceError(

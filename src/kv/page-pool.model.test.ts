@@ -212,7 +212,7 @@ class Harness {
     for (let t = from; t < target; t++) {
       const page = table.pages[Math.floor(t / PAGE_SIZE)]!;
       const slot = t % PAGE_SIZE;
-      const start = page * layout.floatsPerPage;
+      const start = page * layout.valuesPerPage;
       for (let l = 0; l < layout.layerCount * 2; l++) {
         const at = start + (l * PAGE_SIZE + slot) * layout.kvDim;
         this.pool.arena.fill(t + 1, at, at + layout.kvDim);
@@ -265,8 +265,8 @@ class Harness {
   }
 
   private pageIsZero(page: number): boolean {
-    const start = page * layout.floatsPerPage;
-    return this.pool.arena.subarray(start, start + layout.floatsPerPage).every((v) => v === 0);
+    const start = page * layout.valuesPerPage;
+    return this.pool.arena.subarray(start, start + layout.valuesPerPage).every((v) => v === 0);
   }
 
   /** Every invariant, checked against the model after every command. */

@@ -21,7 +21,7 @@
  */
 import { assert } from '../util/assert.js';
 import { KvIsolationError } from './isolation-error.js';
-import type { KvLayout } from './kv-layout.js';
+import type { KvArena, KvLayout } from './kv-layout.js';
 import { type PageOwner, sameOwner } from './page-owner.js';
 import { newPageTable, type PageTable } from './page-table.js';
 
@@ -47,7 +47,7 @@ interface MutableReservation {
 }
 
 export class PagePool {
-  readonly arena: Float32Array; // (pageCount, layout.floatsPerPage)
+  readonly arena: KvArena; // (pageCount, layout.valuesPerPage)
   private readonly free: Int32Array; // stack of free page ids
   private freeCount: number;
   private readonly owners: (PageOwner | undefined)[];
@@ -64,7 +64,7 @@ export class PagePool {
     readonly pageCount: number,
   ) {
     assert(Number.isInteger(pageCount) && pageCount >= 1, `page count ${pageCount} must be a positive integer`);
-    this.arena = new Float32Array(pageCount * layout.floatsPerPage);
+    this.arena = new Uint16Array(pageCount * layout.valuesPerPage);
     this.free = new Int32Array(pageCount);
     for (let i = 0; i < pageCount; i++) this.free[i] = pageCount - 1 - i; // pop order: 0, 1, 2, ...
     this.freeCount = pageCount;
@@ -213,14 +213,14 @@ export class PagePool {
    * is scrubbed zeros, I4).
    */
   copyPage(from: PageTable, index: number, to: PageTable, tokens: number = this.layout.pageSize): void {
-    const { pageSize, floatsPerPage } = this.layout;
+    const { pageSize, valuesPerPage } = this.layout;
     assert(Number.isInteger(tokens) && tokens >= 1 && tokens <= pageSize, 'a page copy takes 1..pageSize tokens');
     this.checkPage(from, index, tokens);
     assert(to.writtenTokens % pageSize === 0, 'a page is copied into a fresh page');
     const target = to.pages[to.writtenTokens / pageSize];
     assert(target !== undefined, 'copying past the granted pages');
-    const source = from.pages[index]! * floatsPerPage;
-    this.arena.copyWithin(target * floatsPerPage, source, source + floatsPerPage);
+    const source = from.pages[index]! * valuesPerPage;
+    this.arena.copyWithin(target * valuesPerPage, source, source + valuesPerPage);
     this.markWritten(to, to.writtenTokens + tokens);
   }
 
@@ -293,7 +293,7 @@ export class PagePool {
 
   /** I4: a freed page's floats are zeroed before anyone else can be granted it. */
   protected scrub(page: number): void {
-    this.arena.fill(0, page * this.layout.floatsPerPage, (page + 1) * this.layout.floatsPerPage);
+    this.arena.fill(0, page * this.layout.valuesPerPage, (page + 1) * this.layout.valuesPerPage);
   }
 
   private freePage(page: number, owner: PageOwner, epoch: number): void {

@@ -49,7 +49,7 @@ const command: fc.Arbitrary<Command> = fc.oneof(
 
 /** The KV of a page: a value of every token up to its end (never 0, so a scrubbed page never passes). */
 function kvOf(prompt: readonly number[], end: number): number {
-  return prompt.slice(0, end).reduce((h, t) => (h * 3 + t + 1) % 1_000_003, 1) + 1;
+  return prompt.slice(0, end).reduce((h, t) => (h * 3 + t + 1) % 65_521, 1) + 1; // a nonzero f16 bit pattern
 }
 
 interface Live {
@@ -95,8 +95,8 @@ class Harness {
       const page = table.pages[i]!;
       this.pool.arena.fill(
         kvOf(prompt, (i + 1) * PAGE),
-        page * layout.floatsPerPage,
-        (page + 1) * layout.floatsPerPage,
+        page * layout.valuesPerPage,
+        (page + 1) * layout.valuesPerPage,
       );
     }
     this.pool.markWritten(table, prompt.length);
@@ -116,7 +116,7 @@ class Harness {
       for (let i = 0; i * PAGE < r.prompt.length; i++) {
         const page = r.table.pages[i]!;
         assert.equal(
-          this.pool.arena[page * layout.floatsPerPage],
+          this.pool.arena[page * layout.valuesPerPage],
           kvOf(r.prompt, (i + 1) * PAGE),
           `${r.table.owner.request} reads its own prompt's KV at page ${i}`,
         );

@@ -23,15 +23,15 @@ function computed(pool: PagePool, tenant: string, request: string, prompt: numbe
   const table = newPageTable({ tenant, request });
   assert.ok(pool.grow(table, Math.ceil(prompt.length / PAGE)));
   table.pages.forEach((page, i) => {
-    const value = prompt.slice(0, (i + 1) * PAGE).reduce((a, t) => a * 31 + t, 7) % 1e6;
-    pool.arena.fill(value, page * layout.floatsPerPage, (page + 1) * layout.floatsPerPage);
+    const value = prompt.slice(0, (i + 1) * PAGE).reduce((a, t) => (a * 31 + t) % 65_521, 7) + 1; // nonzero f16 bits
+    pool.arena.fill(value, page * layout.valuesPerPage, (page + 1) * layout.valuesPerPage);
   });
   pool.markWritten(table, prompt.length);
   return table;
 }
 
 const pageFloats = (pool: PagePool, page: number) =>
-  Array.from(pool.arena.subarray(page * layout.floatsPerPage, (page + 1) * layout.floatsPerPage));
+  Array.from(pool.arena.subarray(page * layout.valuesPerPage, (page + 1) * layout.valuesPerPage));
 
 const PROMPT = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
 

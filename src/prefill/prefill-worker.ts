@@ -236,7 +236,7 @@ function ticketMismatch(request: GenerationRequest, ticket: TransferTicket, pool
     return `${ticket.tokenCount} tokens for a ${request.promptTokens.length}-token prompt`;
   if (ticket.pageSizeTokens !== pool.layout.pageSize)
     return `page size ${ticket.pageSizeTokens}, here ${pool.layout.pageSize}`;
-  if (ticket.pageBytes !== pool.layout.floatsPerPage * 4)
-    return `page bytes ${ticket.pageBytes}, here ${pool.layout.floatsPerPage * 4}`;
+  if (ticket.pageBytes !== pool.layout.bytesPerPage)
+    return `page bytes ${ticket.pageBytes}, here ${pool.layout.bytesPerPage}`;
   return undefined;
 }

@@ -1,6 +1,6 @@
 /**
  * The thin layer between the transfer and src/kv/page-pool.ts (its API as of this writing: reserve → acquire →
- * release, markWritten on a PageTable, checkReadable). A page is `layout.floatsPerPage` float32s, contiguous in the
+ * release, markWritten on a PageTable, checkReadable). A page is `layout.bytesPerPage` bytes (f16 values), contiguous in the
  * arena, so its bytes travel as one view; both ends are little-endian (x86-64, arm64), so bytes are bit-identical.
  *
  * Decode side: `reserveTransferSink` reserves and acquires the pages (they must be active for markWritten) and returns
@@ -17,9 +17,9 @@ import type { KvPageSink, KvPageSource } from './kv-page-port.js';
 import type { PageChecksum } from './page-checksum.js';
 
 function pageBytesView(pool: PagePool, page: number): Uint8Array {
-  const floats = pool.layout.floatsPerPage;
+  const bytes = pool.layout.bytesPerPage;
   assert(Number.isInteger(page) && page >= 0 && page < pool.pageCount, `page ${page} out of the pool`);
-  return new Uint8Array(pool.arena.buffer, pool.arena.byteOffset + page * floats * 4, floats * 4);
+  return new Uint8Array(pool.arena.buffer, pool.arena.byteOffset + page * bytes, bytes);
 }
 
 export interface TransferReservation {
@@ -45,7 +45,7 @@ export function reserveTransferSink(
   const { pageSize } = pool.layout;
   const sink: KvPageSink = {
     pageCount,
-    pageBytes: pool.layout.floatsPerPage * 4,
+    pageBytes: pool.layout.bytesPerPage,
     isOpen: () => reservation.state !== 'released',
     pageView: (index) => {
       assert(reservation.state === 'acquired', 'writes go only into a live reservation');
@@ -80,5 +80,5 @@ export function tableTransferSource(
     return pageBytesView(pool, table.pages[index]!);
   };
   const checksums = Array.from({ length: pageCount }, (_, index) => checksum.of(pageView(index)));
-  return { pageCount, pageBytes: pool.layout.floatsPerPage * 4, checksums, pageView };
+  return { pageCount, pageBytes: pool.layout.bytesPerPage, checksums, pageView };
 }

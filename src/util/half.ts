@@ -48,6 +48,14 @@ export function f32ToBf16(value: number): number {
   return ((x + (0x7fff + ((x >>> 16) & 1))) >>> 16) & 0xffff;
 }
 
+let f16Values: Float32Array | undefined;
+
+/** Every f16 bit pattern's value (65,536 entries, built on first use): a table read instead of f16ToF32's arithmetic. */
+export function f16Table(): Float32Array {
+  if (f16Values === undefined) f16Values = Float32Array.from({ length: 0x10000 }, (_, h) => f16ToF32(h));
+  return f16Values;
+}
+
 /** Rounds a value through f16 and back (what an f16 KV cache or f16 storage keeps). */
 export function roundToF16(value: number): number {
   return f16ToF32(f32ToF16(value));

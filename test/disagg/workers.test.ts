@@ -149,7 +149,7 @@ describe('the incident, with the prefill capacity proof bypassed (test build)', 
       pageCount: 16,
       tokenCount: 250,
       pageSizeTokens: 16,
-      pageBytes: 8192,
+      pageBytes: 4096, // the tiny model: 2 layers × K and V × 16 tokens × kvDim 32 × 2 bytes (f16)
     };
     const prefillAnswer = await exchange(transport, prefill.control, {
       type: 'prefill',

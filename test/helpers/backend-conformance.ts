@@ -18,16 +18,18 @@
  * - embed: dequantization is exact in every format: same bits.
  * - matmuls (several products of one input in one call, with a bias or added into their output): each output the
  *   bits of matmul's, then the bias and the accumulation each as one f32 add — what the forward pass did when it added
- *   them in JavaScript. storeKv: plain copies into the slots kvOffset names, nothing else in the arena changes.
+ *   them in JavaScript. storeKv: each value rounded to f16 exactly as util/half.ts's f32ToF16 (NaN, infinities,
+ *   subnormals and ties included) into the slots kvOffset names, nothing else in the arena changes.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Backend } from '../../src/compute/backend.js';
-import { type KvLayout, kvOffset, makeKvLayout } from '../../src/kv/kv-layout.js';
+import { type KvArena, type KvLayout, kvOffset, makeKvLayout } from '../../src/kv/kv-layout.js';
 import { blockSize, GGML_TYPE_CODES, type WeightDType } from '../../src/model/gguf-types.js';
 import type { RopeStyle } from '../../src/model/model-config.js';
 import { decodeWeights, encodeWeights } from '../../src/model/quant.js';
 import type { WeightMatrix } from '../../src/model/weights.js';
+import { f16ToF32, f32ToF16 } from '../../src/util/half.js';
 import { SeededRandom } from '../../src/util/random.js';
 
 export type KernelName = 'matmul' | 'matmuls' | 'attention' | 'rmsNorm' | 'rope' | 'swiglu' | 'embed' | 'storeKv';
@@ -133,7 +135,7 @@ interface KvCase {
   headCount: number;
   kvHeadCount: number;
   headDim: number;
-  arena: Float32Array;
+  arena: KvArena;
   kvLengths: Int32Array;
   /** row r attends over positions [kvStarts[r], kvLengths[r]) (a sliding window); 0 when absent */
   kvStarts?: Int32Array;
@@ -153,8 +155,8 @@ function textbookAttention(q: Float32Array, c: KvCase): Float64Array {
       const page = c.pageTables[c.pageTableStarts[r]! + Math.floor(t / layout.pageSize)]!;
       const k = kvOffset(layout, page, layer, 0, t % layout.pageSize);
       const v = kvOffset(layout, page, layer, 1, t % layout.pageSize);
-      keys.push(c.arena.subarray(k, k + layout.kvDim));
-      values.push(c.arena.subarray(v, v + layout.kvDim));
+      keys.push(Float32Array.from(c.arena.subarray(k, k + layout.kvDim), f16ToF32));
+      values.push(Float32Array.from(c.arena.subarray(v, v + layout.kvDim), f16ToF32));
     }
     for (let h = 0; h < headCount; h++) {
       const kvh = Math.floor(h / (headCount / kvHeadCount)) * headDim;
@@ -178,6 +180,41 @@ function textbookAttention(q: Float32Array, c: KvCase): Float64Array {
 }
 
 // ---- cases ------------------------------------------------------------------------------------------------------
+
+/** The largest |value| of an arena of f16 bits. */
+function maxAbsHalf(arena: KvArena): number {
+  return arena.reduce((m, h) => Math.max(m, Math.abs(f16ToF32(h))), 0);
+}
+
+/**
+ * Values whose rounding to f16 every path must get the same: NaNs with payloads and signs, infinities, the overflow
+ * edge (65,504 the largest half, 65,520 the first value that rounds to infinity), ties to even in normals and in
+ * subnormals, the smallest subnormal's half-way point (2^-25), f32 subnormals, and both zeros.
+ */
+const ROUNDING_CASES = Float32Array.from([
+  Number.NaN,
+  -Number.NaN,
+  new Float32Array(Uint32Array.of(0x7f800001).buffer)[0]!,
+  new Float32Array(Uint32Array.of(0xffa5a5a5).buffer)[0]!,
+  Number.POSITIVE_INFINITY,
+  Number.NEGATIVE_INFINITY,
+  65504,
+  65519.99,
+  65520,
+  -70000,
+  1 + 2 ** -11,
+  1 + 3 * 2 ** -11,
+  -(1 + 2 ** -11 + 2 ** -20),
+  2 ** -14,
+  2 ** -14 - 2 ** -25,
+  2 ** -25,
+  2 ** -25 + 2 ** -40,
+  -(3 * 2 ** -25),
+  2 ** -24 * 1.5,
+  1e-40,
+  0,
+  -0,
+]);
 
 /** A KV arena filled with noise and, per row, its own shuffled page table and length. */
 export function kvCase(
@@ -212,7 +249,7 @@ export function kvCase(
     headCount: shape.headCount,
     kvHeadCount: shape.kvHeadCount,
     headDim: shape.headDim,
-    arena: gaussian(random, pageCount * layout.floatsPerPage),
+    arena: Uint16Array.from(gaussian(random, pageCount * layout.valuesPerPage), f32ToF16),
     kvLengths,
     pageTables: Int32Array.from(tables),
     pageTableStarts: Int32Array.from(starts),
@@ -344,7 +381,7 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
         for (const pageSize of [1, 7, 16]) {
           const layout = makeKvLayout(3, 24, pageSize);
           const pageCount = 9;
-          const arena = gaussian(random, pageCount * layout.floatsPerPage);
+          const arena = Uint16Array.from(gaussian(random, pageCount * layout.valuesPerPage), f32ToF16);
           const before = arena.slice();
           // two sequences with shuffled tables; rows: a run of one, then a single row of the other
           const tables = [8, 2, 5, 0, 3, 1, 7, 4, 6];
@@ -354,17 +391,19 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
             pageTables: Int32Array.from(tables),
             pageTableStarts: Int32Array.of(0, 0, 0, 4),
           };
-          const k = gaussian(random, 4 * 24);
-          const v = gaussian(random, 4 * 24);
-          backend.storeKv(k, v, rows, 2, layout, arena);
+          const k = gaussian(random, 4 * 24, 4);
+          const v = gaussian(random, 4 * 24, 2 ** -12);
+          k.set(ROUNDING_CASES);
           const want = before.slice();
           for (let r = 0; r < 4; r++) {
             const pos = rows.positions[r]!;
             const page = tables[rows.pageTableStarts[r]! + Math.floor(pos / pageSize)]!;
-            want.set(k.subarray(r * 24, (r + 1) * 24), kvOffset(layout, page, 2, 0, pos % pageSize));
-            want.set(v.subarray(r * 24, (r + 1) * 24), kvOffset(layout, page, 2, 1, pos % pageSize));
+            const halves = (x: Float32Array) => Uint16Array.from(x.subarray(r * 24, (r + 1) * 24), f32ToF16);
+            want.set(halves(k), kvOffset(layout, page, 2, 0, pos % pageSize));
+            want.set(halves(v), kvOffset(layout, page, 2, 1, pos % pageSize));
           }
-          assertSameBits(arena, want, `storeKv page size ${pageSize}`);
+          backend.storeKv(k, v, rows, 2, layout, arena);
+          assert.deepEqual(arena, want, `storeKv page size ${pageSize}`);
         }
       });
     });
@@ -476,7 +515,7 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
             const rows = Array.from({ length: rowCount }, (_, r) => r);
             const got = attentionOf(backend, q, c, rows);
             const want = textbookAttention(q, c);
-            const maxV = c.arena.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+            const maxV = maxAbsHalf(c.arena);
             const what = `attention page ${pageSize} heads ${shape.headCount}/${shape.kvHeadCount}×${shape.headDim} rows ${rowCount}`;
             assertWithin(got, want, () => 2e-5 * maxV, what);
             const qDim = shape.headCount * shape.headDim;
@@ -513,7 +552,7 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
             const q = gaussian(random, 37 * shape.headCount * shape.headDim, 1.5);
             const rows = Array.from({ length: 37 }, (_, r) => r);
             const got = attentionOf(backend, q, c, rows);
-            const maxV = c.arena.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+            const maxV = maxAbsHalf(c.arena);
             const what = `attention chunk page ${pageSize} heads ${shape.headCount}/${shape.kvHeadCount}×${shape.headDim} window ${window}`;
             assertWithin(got, textbookAttention(q, c), () => 2e-5 * maxV, what);
             const qDim = shape.headCount * shape.headDim;

@@ -1,4 +1,4 @@
-/** The transfer wired to two real PagePools (prefill → decode): bit-identical floats, scrubbed pages on failure. */
+/** The transfer wired to two real PagePools (prefill → decode): bit-identical values, scrubbed pages on failure. */
 import assert from 'node:assert/strict';
 import { before, test } from 'node:test';
 import { makeKvLayout } from '../../src/kv/kv-layout.js';
@@ -27,7 +27,7 @@ async function run(tokenCount: number, faulty: boolean) {
   const table = newPageTable(owner);
   assert.ok(prefill.grow(table, Math.ceil(tokenCount / layout.pageSize)));
   prefill.markWritten(table, tokenCount);
-  for (let i = 0; i < prefill.arena.length; i++) prefill.arena[i] = Math.sin(i) * 1e-3 + i;
+  for (let i = 0; i < prefill.arena.length; i++) prefill.arena[i] = (i * 40_503 + 1) & 0xffff; // f16 bit patterns of every kind, NaNs too
   const transport = new MemoryTransport({
     secret: SECRET,
     clock: systemClock,
@@ -67,9 +67,9 @@ test('pages move between two pools bit-identical, and decode may read them after
   assert.equal((await r.handle.outcome).state, 'COMMITTED');
   r.decode.checkReadable(r.reserved.table, 10);
   r.reserved.table.pages.forEach((page, i) => {
-    const floats = layout.floatsPerPage;
-    const got = r.decode.arena.subarray(page * floats, (page + 1) * floats);
-    const want = r.prefill.arena.subarray(r.table.pages[i]! * floats, (r.table.pages[i]! + 1) * floats);
+    const values = layout.valuesPerPage;
+    const got = r.decode.arena.subarray(page * values, (page + 1) * values);
+    const want = r.prefill.arena.subarray(r.table.pages[i]! * values, (r.table.pages[i]! + 1) * values);
     assert.deepEqual(
       new Uint8Array(got.buffer, got.byteOffset, got.byteLength),
       new Uint8Array(want.buffer, want.byteOffset, want.byteLength),
