@@ -7,7 +7,7 @@
  *   npm run bench -- [--quick] [--models 135m-f16,15m-q8_0] [--threads 2] [--rounds 2] [--repetitions 3]
  *                    [--prompt 256] [--decode 64] [--chunk 256] [--streams 1,4,16] [--no-llama]
  *                    [--llama-bench /path/to/llama-bench]   (or KVFENCE_LLAMA_BENCH: llama.cpp's own benchmark as a
- *                                                            second baseline, run on the same files)
+ *                                                            second baseline, run on the same files, one turn a round)
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -106,7 +106,7 @@ function runLlamaBench(binary: string, modelPath: string, job: BenchJob): LlamaB
   const prompt = String(job.promptTokens);
   const threads = String(job.threadCount);
   const gen = String(job.decodeTokens);
-  const reps = String(job.repetitions * rounds);
+  const reps = String(job.repetitions);
   const args = ['-m', modelPath, '-t', threads, '-r', reps, '-p', prompt, '-n', gen, '-d', `0,${prompt}`, '-o', 'json'];
   const result = spawnSync(binary, args, { encoding: 'utf8', maxBuffer: 16 * 1024 * 1024, timeout: 30 * 60 * 1000 });
   if (result.status !== 0)
@@ -125,13 +125,15 @@ function runLlamaBench(binary: string, modelPath: string, job: BenchJob): LlamaB
   };
 }
 
-function merge<T extends EngineSamples>(runs: T[]): T {
+/** One engine's samples from every round, as one set (the medians are taken over all of them). */
+function merge<T extends EngineSamples | LlamaBenchSamples>(runs: T[]): T {
   const first = runs[0]!;
   const merged = structuredClone(first);
   for (const run of runs.slice(1)) {
     merged.prefillTokensPerSecond.push(...run.prefillTokensPerSecond);
     merged.decodeTokensPerSecond.push(...run.decodeTokensPerSecond);
-    for (const [k, v] of Object.entries(run.aggregateTokensPerSecond)) merged.aggregateTokensPerSecond[k]!.push(...v);
+    if ('aggregateTokensPerSecond' in run && 'aggregateTokensPerSecond' in merged)
+      for (const [k, v] of Object.entries(run.aggregateTokensPerSecond)) merged.aggregateTokensPerSecond[k]!.push(...v);
   }
   return merged;
 }
@@ -154,30 +156,30 @@ for (const m of models) {
   };
   const kvfenceRuns: KvfenceSamples[] = [];
   const llamaRuns: EngineSamples[] = [];
+  const llamaBenchRuns: LlamaBenchSamples[] = [];
+  // Every engine runs once a round, in alternating order, so the drift of a shared machine's speed over the minutes
+  // of a run falls on all of them alike.
+  const engines = ['kvfence', ...(withLlama ? ['llama'] : []), ...(llamaBench !== undefined ? ['llama-bench'] : [])];
   for (let round = 0; round < rounds; round++) {
-    const engines = withLlama ? (round % 2 === 0 ? ['kvfence', 'llama'] : ['llama', 'kvfence']) : ['kvfence'];
-    for (const engine of engines) {
+    for (const engine of round % 2 === 0 ? engines : [...engines].reverse()) {
       process.stderr.write(`bench: ${m.preset} ${m.dtype}: ${engine}, round ${round + 1}/${rounds}\n`);
       if (engine === 'kvfence') {
         kvfenceRuns.push(runWorker<KvfenceSamples>('kvfence-worker.js', { ...job, extras: round === 0 }, process.env));
-      } else {
+      } else if (engine === 'llama') {
         llamaRuns.push(runWorker<EngineSamples>('llama-worker.js', job, { ...process.env, UV_THREADPOOL_SIZE: '1' }));
+      } else if (llamaBench !== undefined) {
+        llamaBenchRuns.push(runLlamaBench(llamaBench, modelPath, job));
       }
     }
   }
   const kvfence = merge(kvfenceRuns);
   const extras = kvfenceRuns[0]!.extras;
   if (extras !== undefined) kvfence.extras = extras;
-  let llamaBenchSamples: LlamaBenchSamples | undefined;
-  if (llamaBench !== undefined) {
-    process.stderr.write(`bench: ${m.preset} ${m.dtype}: llama-bench\n`);
-    llamaBenchSamples = runLlamaBench(llamaBench, modelPath, job);
-  }
   results.push({
     model: `${m.preset} ${m.dtype}`,
     kvfence,
     llama: withLlama ? merge(llamaRuns) : undefined,
-    llamaBench: llamaBenchSamples,
+    llamaBench: llamaBenchRuns.length > 0 ? merge(llamaBenchRuns) : undefined,
   });
 }
 
