@@ -1,6 +1,6 @@
 /**
  * Model-based test of the real page allocator (fast-check): random sequences of reserve, acquire, writes
- * (markWritten + K/V floats into the arena), reads (checkReadable, legal and forged), release and the single-owner
+ * (markWritten + K/V values into the arena), reads (checkReadable, legal and forged), release and the single-owner
  * grow/releaseAll, against a small model of who holds which page. After every step:
  *   - conservation: free + reserved + active == total, the free list agrees, tenants' counts sum to the used pages;
  *   - every page is in at most one live grant, and the pool's state and owner of each page match the model;
@@ -198,7 +198,7 @@ class Harness {
     });
   }
 
-  /** Writes tokens [written, target): the written counts (markWritten) and K/V floats in the arena, as forward does. */
+  /** Writes tokens [written, target): the written counts (markWritten) and K/V values in the arena, as forward does. */
   private write(pickIndex: number, tokens: number): void {
     const g = this.choose(pickIndex, (x) => x.table !== undefined);
     if (g === undefined) return;

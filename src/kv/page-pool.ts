@@ -4,10 +4,10 @@
  *
  * Life of a page (reserve → acquire → release):
  *
- *   free ──reserve──▶ reserved ──acquire──▶ active ──release──▶ (scrub: zero floats, written = 0, epoch + 1) ──▶ free
+ *   free ──reserve──▶ reserved ──acquire──▶ active ──release──▶ (scrub: zero values, written = 0, epoch + 1) ──▶ free
  *     ▲                   └──────────────────release──────────────────┘
  *
- * Isolation (DESIGN I3, I4): a page is granted to exactly one owner; releasing it zeroes its floats and bumps its epoch
+ * Isolation (DESIGN I3, I4): a page is granted to exactly one owner; releasing it zeroes its values and bumps its epoch
  * before it can be granted again; `checkReadable` is the only way a reader is cleared to attend over a page table.
  * The pool keeps its own record of every grant (the `PageReservation`), so a corrupted page table can neither free a
  * page it does not own nor make the owner's pages leak (I8). A tenant's prefix-cache pages (owner `shared`) are read
@@ -291,7 +291,7 @@ export class PagePool {
     assert(this.written[page] === 0, `free page ${page} was not scrubbed`);
   }
 
-  /** I4: a freed page's floats are zeroed before anyone else can be granted it. */
+  /** I4: a freed page's values are zeroed before anyone else can be granted it. */
   protected scrub(page: number): void {
     this.arena.fill(0, page * this.layout.valuesPerPage, (page + 1) * this.layout.valuesPerPage);
   }

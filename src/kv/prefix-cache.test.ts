@@ -30,7 +30,7 @@ function computed(pool: PagePool, tenant: string, request: string, prompt: numbe
   return table;
 }
 
-const pageFloats = (pool: PagePool, page: number) =>
+const pageValues = (pool: PagePool, page: number) =>
   Array.from(pool.arena.subarray(page * layout.valuesPerPage, (page + 1) * layout.valuesPerPage));
 
 const PROMPT = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
@@ -55,7 +55,7 @@ test('a tenant’s later request reads a copy of its computed prompt pages; anot
   const first = computed(pool, 'a', 'r1', PROMPT);
   cache.publish(first, cache.keysOf('a', PROMPT));
   assert.equal(cache.pageCount, 2);
-  const expected = first.pages.slice(0, 2).map((p) => pageFloats(pool, p));
+  const expected = first.pages.slice(0, 2).map((p) => pageValues(pool, p));
   pool.releaseAll(first); // the request ends: its own pages are scrubbed, the cached copies stay
 
   const second = newPageTable({ tenant: 'a', request: 'r2' });
@@ -63,7 +63,7 @@ test('a tenant’s later request reads a copy of its computed prompt pages; anot
   assert.equal(second.sharedPages, 2);
   assert.equal(second.writtenTokens, 2 * PAGE);
   assert.deepEqual(
-    second.pages.map((p) => pageFloats(pool, p)),
+    second.pages.map((p) => pageValues(pool, p)),
     expected,
   );
   pool.checkReadable(second, 2 * PAGE);
@@ -184,13 +184,13 @@ test('mutant (c)’s pair: a stale index entry is stopped by the epoch check alo
     const { pool, cache } = setup(2, 32, mutants);
     const first = computed(pool, 'a', 'a1', PROMPT);
     cache.publish(first, cache.keysOf('a', PROMPT));
-    const cached = first.pages.slice(0, 2).map((p) => pageFloats(pool, p));
+    const cached = first.pages.slice(0, 2).map((p) => pageValues(pool, p));
     const next = [40, 41, 42, 43, 44, 45, 46, 47, 48];
     const later = computed(pool, 'a', 'a2', next);
     cache.publish(later, cache.keysOf('a', next)); // evicts PROMPT's two pages; the same pages now cache `next`
     const reader = newPageTable({ tenant: 'a', request: 'a3' });
     const hits = cache.attach(reader, cache.keysOf('a', PROMPT), 2);
-    return { pool, reader, hits, cached, nextPages: later.pages.slice(0, 2).map((p) => pageFloats(pool, p)) };
+    return { pool, reader, hits, cached, nextPages: later.pages.slice(0, 2).map((p) => pageValues(pool, p)) };
   };
   assert.equal(run({}).hits.length, 0, 'eviction takes the entry out of the index');
 
@@ -203,7 +203,7 @@ test('mutant (c)’s pair: a stale index entry is stopped by the epoch check alo
 
   const leak = run({ staleIndex: true, epochUnchecked: true });
   leak.pool.checkReadable(leak.reader, 2 * PAGE); // no check stops it
-  const read = leak.reader.pages.map((p) => pageFloats(leak.pool, p));
+  const read = leak.reader.pages.map((p) => pageValues(leak.pool, p));
   assert.notDeepEqual(read, leak.cached, 'the reader does not get the prompt it asked for');
   assert.deepEqual(new Set(read.map((f) => f[0])), new Set(leak.nextPages.map((f) => f[0])), 'it gets another one');
 });
