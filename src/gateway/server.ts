@@ -9,7 +9,7 @@
  * (/metrics' per-tenant series need the admin token); /dashboard and below answer to the admin token alone
  * (dashboard-routes.ts); every other route needs a key (unless in dev mode). The body limit,
  * timeouts and per-address bound on unauthenticated connections are in body-limit.ts, http-limits.ts and
- * connection-guard.ts.
+ * connection-guard.ts; large JSON bodies are parsed off the event loop (json-body.ts).
  */
 import type { Socket } from 'node:net';
 import Fastify, {
@@ -28,12 +28,16 @@ import { isDashboardRoute, registerDashboardRoutes } from './dashboard-routes.js
 import { bodyTooLargeError, httpErrorOf } from './errors.js';
 import { registerHealthRoutes, type ServingState } from './health-routes.js';
 import { type HttpLimits, httpServerOptions } from './http-limits.js';
+import { JsonBodyParser } from './json-body.js';
 import { GatewayMetrics } from './metrics.js';
 import { type ParsedRequest, parseChatRequest, parseCompletionRequest } from './schemas.js';
 import type { ServedModel } from './served-model.js';
 import { TenantGate } from './tenant-gate.js';
 import type { TenantDirectory } from './tenants.js';
 import { registerTokenizeRoutes } from './tokenize-routes.js';
+
+/** a large body's parse is answered within this or refused (503): it runs off the event loop, bounded */
+const BODY_PARSE_TIMEOUT_MS = 10_000;
 
 /** routes any client may call; everything else needs a key */
 const PUBLIC_ROUTES: ReadonlySet<string> = new Set(['/health', '/health/live', '/health/ready', '/metrics']);
@@ -75,7 +79,13 @@ export function buildGateway(options: GatewayOptions): Gateway {
     // fastify's own per-request lines come before authentication, so they could not carry the tenant; ours do
     logController: new LogController({ disableRequestLogging: true }),
   });
-  app.addHook('onClose', () => model.encoder.close());
+  const bodies = new JsonBodyParser(BODY_PARSE_TIMEOUT_MS);
+  app.addHook('onClose', () => Promise.all([model.encoder.close(), bodies.close()]));
+  // JSON bodies as fastify parses them, but a large one off the event loop (json-body.ts)
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request: FastifyRequest, body: Buffer) =>
+    bodies.parse(body),
+  );
   const guard = new ConnectionGuard({
     perAddressMax: options.http.unauthConnectionsPerAddress,
     addressesMax: options.http.unauthAddressesMax,

@@ -1,0 +1,61 @@
+/**
+ * JSON request bodies, parsed off the event loop when large (DESIGN I11): decoding and parsing a megabyte takes the
+ * event loop several milliseconds, so a tenant uploading large prompts in a loop would delay every other tenant's
+ * streamed tokens by that much each time. A body of up to INLINE_BYTES is parsed inline (tens of microseconds); a
+ * larger one is moved (not copied) to a worker thread that decodes and parses it, bounded as util/thread-calls.ts says.
+ * The parse is fastify's own (secure-json-parse, refusing `__proto__` and `constructor.prototype` keys); a body that
+ * is not JSON is a 400.
+ */
+import { Buffer } from 'node:buffer';
+import secureJson from 'secure-json-parse';
+import { KvfenceError } from '../util/errors.js';
+import { ThreadCalls } from '../util/thread-calls.js';
+
+const INLINE_BYTES = 64 * 1024;
+const QUEUE_MAX = 32;
+
+/** The body's value; a body that is empty, not UTF-8 JSON or carrying prototype keys is a 400. */
+export function parseJsonBody(body: Uint8Array): unknown {
+  if (body.length === 0)
+    throw new KvfenceError(
+      'invalid_request_error',
+      "Body cannot be empty when content-type is set to 'application/json'",
+    );
+  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
+  try {
+    return secureJson.parse(text, null, { protoAction: 'error', constructorAction: 'error' });
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new KvfenceError('invalid_request_error', `Body is not valid JSON: ${why}`);
+  }
+}
+
+export class JsonBodyParser {
+  private readonly calls: ThreadCalls<Uint8Array, unknown>;
+
+  constructor(timeoutMs: number) {
+    this.calls = new ThreadCalls(
+      new URL('./json-body-main.js', import.meta.url),
+      undefined,
+      {
+        thread: 'the request body thread',
+        busy: (n) => `${n} large request bodies are already being parsed`,
+        slow: (ms) => `parsing the request body took longer than ${ms} ms`,
+      },
+      timeoutMs,
+      QUEUE_MAX,
+    );
+  }
+
+  /** `body`'s value; a large body is handed to the thread, so the caller must not use it afterwards. */
+  async parse(body: Buffer): Promise<unknown> {
+    if (body.length <= INLINE_BYTES) return parseJsonBody(body);
+    // a body that owns its whole buffer moves to the thread; one sharing a pooled buffer is copied out first
+    const bytes = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : new Uint8Array(body);
+    return this.calls.call(bytes, [bytes.buffer as ArrayBuffer]);
+  }
+
+  close(): Promise<void> {
+    return this.calls.close();
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Calls to one worker thread that does a gateway's CPU-heavy work off the event loop (tokenizing, parsing large
+ * bodies: DESIGN I11). Bounded: at most `queueMax` calls wait for the thread (more are refused at once with 503), and
+ * each is answered within `timeoutMs` or refused with 503. An error the thread's handler throws comes back with its
+ * error code (a KvfenceError's, else internal_error); a thread that fails or exits fails every waiting call.
+ */
+import { parentPort, Worker } from 'node:worker_threads';
+import { type ErrorCode, errorMessage, isErrorCode, KvfenceError } from './errors.js';
+
+/** What the thread answers for one call: the handler's value, or the error it threw. */
+type Reply<T> =
+  | { readonly id: number; readonly value: T }
+  | { readonly id: number; readonly code: string; readonly message: string };
+
+/** How refusals read to a client: `busy(queueMax)` when the queue is full, `slow(timeoutMs)` when a call timed out. */
+export interface ThreadCallWords {
+  thread: string;
+  busy(queueMax: number): string;
+  slow(timeoutMs: number): string;
+}
+
+interface Pending<T> {
+  resolve(value: T): void;
+  reject(error: KvfenceError): void;
+  timer: NodeJS.Timeout;
+}
+
+export class ThreadCalls<Request, Answer> {
+  private readonly worker: Worker;
+  private readonly pending = new Map<number, Pending<Answer>>();
+  private nextId = 0;
+  private broken: KvfenceError | undefined;
+
+  constructor(
+    script: URL,
+    workerData: unknown,
+    private readonly words: ThreadCallWords,
+    private readonly timeoutMs: number,
+    private readonly queueMax: number,
+  ) {
+    this.worker = new Worker(script, { workerData });
+    this.worker.unref(); // never what keeps a process alive; close() ends it
+    this.worker.on('message', (reply: Reply<Answer>) => this.settle(reply));
+    const fail = (why: string) => {
+      this.broken = new KvfenceError('internal_error', `${words.thread} ${why}`);
+      for (const id of [...this.pending.keys()]) this.finish(id)?.reject(this.broken);
+    };
+    this.worker.on('error', (error) => fail(`failed: ${error.message}`));
+    this.worker.on('exit', () => fail('exited'));
+  }
+
+  /** The thread's answer to `request`; `transfer` lists buffers moved to the thread, not copied. */
+  call(request: Request, transfer: ArrayBuffer[] = []): Promise<Answer> {
+    if (this.broken !== undefined) return Promise.reject(this.broken);
+    if (this.pending.size >= this.queueMax)
+      return Promise.reject(new KvfenceError('server_overloaded', this.words.busy(this.queueMax)));
+    const id = this.nextId++;
+    return new Promise<Answer>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.finish(id)?.reject(new KvfenceError('server_overloaded', this.words.slow(this.timeoutMs)));
+      }, this.timeoutMs);
+      this.pending.set(id, { resolve, reject, timer });
+      this.worker.postMessage({ id, request }, transfer);
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.worker.terminate();
+  }
+
+  private settle(reply: Reply<Answer>): void {
+    const pending = this.finish(reply.id);
+    if (pending === undefined) return; // timed out already
+    if ('value' in reply) pending.resolve(reply.value);
+    else pending.reject(new KvfenceError(isErrorCode(reply.code) ? reply.code : 'internal_error', reply.message));
+  }
+
+  private finish(id: number): Pending<Answer> | undefined {
+    const pending = this.pending.get(id);
+    if (pending === undefined) return undefined;
+    clearTimeout(pending.timer);
+    this.pending.delete(id);
+    return pending;
+  }
+}
+
+/** The thread's side: answers each call with `handle`'s value, or with the error it threw. */
+export function serveThreadCalls<Request, Answer>(name: string, handle: (request: Request) => Answer): void {
+  const port = parentPort;
+  if (port === null) throw new Error(`${name} runs as a worker thread`);
+  port.on('message', ({ id, request }: { id: number; request: Request }) => {
+    let reply: Reply<Answer>;
+    try {
+      reply = { id, value: handle(request) };
+    } catch (error) {
+      const code: ErrorCode = error instanceof KvfenceError ? error.code : 'internal_error';
+      reply = { id, code, message: errorMessage(error) };
+    }
+    port.postMessage(reply);
+  });
+}
