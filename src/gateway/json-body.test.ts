@@ -27,7 +27,7 @@ test('a large body is moved to the thread and parsed to the same value, while th
   let ticks = 0;
   const ticker = setInterval(() => ticks++, 1);
   const started = performance.now();
-  const value = await parser.parse(body);
+  const value = await parser.parse(body, 'a');
   const ms = performance.now() - started;
   clearInterval(ticker);
   assert.deepEqual(value, request);
@@ -40,14 +40,14 @@ test('a large body inside a shared buffer is copied out, leaving the buffer whol
   const request = largeRequest(256 << 10);
   const text = JSON.stringify(request);
   const shared = Buffer.from(`xx${text}yy`);
-  const value = await parser.parse(shared.subarray(2, shared.length - 2));
+  const value = await parser.parse(shared.subarray(2, shared.length - 2), 'a');
   assert.deepEqual(value, request);
   assert.equal(shared.toString('utf8', 2, shared.length - 2), text, 'the shared buffer is untouched');
 });
 
 test('small bodies parse inline to the same value', async () => {
   const request = { model: 'm', prompt: 'hi ☃', max_tokens: 3, stop: ['\n'] };
-  assert.deepEqual(await parser.parse(Buffer.from(JSON.stringify(request))), request);
+  assert.deepEqual(await parser.parse(Buffer.from(JSON.stringify(request)), 'a'), request);
 });
 
 test('empty, broken and prototype-carrying bodies are 400s, inline and on the thread', async () => {
@@ -59,11 +59,35 @@ test('empty, broken and prototype-carrying bodies are 400s, inline and on the th
       `{"model":"m"${extra},"constructor":{"prototype":{"admin":true}}}`,
     ]) {
       await assert.rejects(
-        parser.parse(Buffer.from(text)),
+        parser.parse(Buffer.from(text), 'a'),
         refusedAs400,
         `${text.slice(0, 40)} (${text.length} bytes)`,
       );
     }
   }
-  await assert.rejects(parser.parse(Buffer.alloc(0)), refusedAs400);
+  await assert.rejects(parser.parse(Buffer.alloc(0), 'a'), refusedAs400);
+});
+
+test('one tenant has at most 4 large bodies on the thread: its fifth is a 429 at once, another tenant is parsed', async () => {
+  const request = largeRequest(2 << 20);
+  const text = JSON.stringify(request);
+  const flood = Array.from({ length: 6 }, () =>
+    parser.parse(Buffer.from(text), 'flood').then(
+      () => 'parsed',
+      (e: unknown) => (e instanceof KvfenceError ? e.code : String(e)),
+    ),
+  );
+  const other = parser.parse(Buffer.from(text), 'calm');
+  const outcomes = await Promise.all(flood);
+  assert.deepEqual(outcomes.sort(), [
+    'parsed',
+    'parsed',
+    'parsed',
+    'parsed',
+    'rate_limit_exceeded',
+    'rate_limit_exceeded',
+  ]);
+  assert.deepEqual(await other, request);
+  // answered ones free their places
+  assert.deepEqual(await parser.parse(Buffer.from(text), 'flood'), request);
 });

@@ -2,7 +2,9 @@
  * JSON request bodies, parsed off the event loop when large (DESIGN I11): decoding and parsing a megabyte takes the
  * event loop several milliseconds, so a tenant uploading large prompts in a loop would delay every other tenant's
  * streamed tokens by that much each time. A body of up to INLINE_BYTES is parsed inline (tens of microseconds); a
- * larger one is moved (not copied) to a worker thread that decodes and parses it, bounded as util/thread-calls.ts says.
+ * larger one is moved (not copied) to a worker thread that decodes and parses it, bounded as util/thread-calls.ts says,
+ * and at most PER_TENANT_MAX of one tenant's at a time (more: 429), so a tenant uploading in a loop cannot fill the
+ * thread's queue and turn other tenants' large requests into 503s.
  * The parse is fastify's own (secure-json-parse, refusing `__proto__` and `constructor.prototype` keys); a body that
  * is not JSON is a 400.
  */
@@ -13,6 +15,7 @@ import { ThreadCalls } from '../util/thread-calls.js';
 
 const INLINE_BYTES = 64 * 1024;
 const QUEUE_MAX = 32;
+const PER_TENANT_MAX = 4;
 
 /** The body's value; a body that is empty, not UTF-8 JSON or carrying prototype keys is a 400. */
 export function parseJsonBody(body: Uint8Array): unknown {
@@ -32,6 +35,8 @@ export function parseJsonBody(body: Uint8Array): unknown {
 
 export class JsonBodyParser {
   private readonly calls: ThreadCalls<Uint8Array, unknown>;
+  /** each tenant's bodies on the thread now; a tenant leaves the map when its last is answered */
+  private readonly held = new Map<string, number>();
 
   constructor(timeoutMs: number) {
     this.calls = new ThreadCalls(
@@ -47,12 +52,26 @@ export class JsonBodyParser {
     );
   }
 
-  /** `body`'s value; a large body is handed to the thread, so the caller must not use it afterwards. */
-  async parse(body: Buffer): Promise<unknown> {
+  /** `tenant`'s `body`'s value; a large body is handed to the thread, so the caller must not use it afterwards. */
+  async parse(body: Buffer, tenant: string): Promise<unknown> {
     if (body.length <= INLINE_BYTES) return parseJsonBody(body);
-    // a body that owns its whole buffer moves to the thread; one sharing a pooled buffer is copied out first
-    const bytes = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : new Uint8Array(body);
-    return this.calls.call(bytes, [bytes.buffer as ArrayBuffer]);
+    const held = this.held.get(tenant) ?? 0;
+    if (held >= PER_TENANT_MAX)
+      throw new KvfenceError(
+        'rate_limit_exceeded',
+        `${PER_TENANT_MAX} of your request bodies over ${INLINE_BYTES} bytes are already being parsed; ` +
+          'send the next when one is answered',
+      );
+    this.held.set(tenant, held + 1);
+    try {
+      // a body that owns its whole buffer moves to the thread; one sharing a pooled buffer is copied out first
+      const bytes = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : new Uint8Array(body);
+      return await this.calls.call(bytes, [bytes.buffer as ArrayBuffer]);
+    } finally {
+      const left = (this.held.get(tenant) ?? 1) - 1;
+      if (left === 0) this.held.delete(tenant);
+      else this.held.set(tenant, left);
+    }
   }
 
   close(): Promise<void> {

@@ -81,11 +81,6 @@ export function buildGateway(options: GatewayOptions): Gateway {
   });
   const bodies = new JsonBodyParser(BODY_PARSE_TIMEOUT_MS);
   app.addHook('onClose', () => Promise.all([model.encoder.close(), bodies.close()]));
-  // JSON bodies as fastify parses them, but a large one off the event loop (json-body.ts)
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request: FastifyRequest, body: Buffer) =>
-    bodies.parse(body),
-  );
   const guard = new ConnectionGuard({
     perAddressMax: options.http.unauthConnectionsPerAddress,
     addressesMax: options.http.unauthAddressesMax,
@@ -115,6 +110,11 @@ export function buildGateway(options: GatewayOptions): Gateway {
   };
   const Run = options.completionRun ?? CompletionRun;
   const tenantOf = new WeakMap<FastifyRequest, string>();
+  // JSON bodies as fastify parses them, but a large one off the event loop, bounded per tenant (json-body.ts)
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request: FastifyRequest, body: Buffer) =>
+    bodies.parse(body, tenantOf.get(request) ?? ''),
+  );
 
   // before the body is read (the content-type parser runs after onRequest): a stranger's upload is never parsed
   app.addHook('onRequest', async (request) => {
