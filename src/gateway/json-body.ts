@@ -10,7 +10,7 @@
  */
 import { Buffer } from 'node:buffer';
 import secureJson from 'secure-json-parse';
-import { KvfenceError } from '../util/errors.js';
+import { errorMessage, KvfenceError } from '../util/errors.js';
 import { ThreadCalls } from '../util/thread-calls.js';
 
 const INLINE_BYTES = 64 * 1024;
@@ -28,8 +28,7 @@ export function parseJsonBody(body: Uint8Array): unknown {
   try {
     return secureJson.parse(text, null, { protoAction: 'error', constructorAction: 'error' });
   } catch (error) {
-    const why = error instanceof Error ? error.message : String(error);
-    throw new KvfenceError('invalid_request_error', `Body is not valid JSON: ${why}`);
+    throw new KvfenceError('invalid_request_error', `Body is not valid JSON: ${errorMessage(error)}`);
   }
 }
 
