@@ -23,9 +23,11 @@
 
 namespace kvf {
 namespace avx512 {
-// 4 rows × 6 outputs: 24 accumulators + 4 x + 1 w of the 32 registers
-#define KVF_TILE_ROWS 4
-#define KVF_TILE_COLS 6
+// 3 rows × 8 outputs: 24 accumulators + x for 2 × 3 rows + 2 w, the 32 registers, 32 values a step. Against the
+// 4 × 6 tile (16 values a step: 34 registers would not fit), 2 threads, Zen 5: F16 products +10%, F32 +4–6%, the
+// 15m shape's 288-value rows +10% (docs/native.md).
+#define KVF_TILE_ROWS 3
+#define KVF_TILE_COLS 8
 #include "simd-avx512.h"
 #include "kernels-body.inc"
 #undef KVF_TILE_ROWS

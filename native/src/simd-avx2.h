@@ -8,6 +8,8 @@ struct V16 {
   __m256 lo;
   __m256 hi;
 };
+// a compiler barrier that leaves a value in registers: a weight vector used by several rows is loaded once
+static inline void vinRegister(V16& a) { __asm__("" : "+x"(a.lo), "+x"(a.hi)); }
 
 static inline V16 vzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 static inline V16 vset1(float s) { return {_mm256_set1_ps(s), _mm256_set1_ps(s)}; }

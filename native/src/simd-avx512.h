@@ -6,6 +6,8 @@
 struct V16 {
   __m512 v;
 };
+// a compiler barrier that leaves a value in a register: a weight vector used by several rows is loaded once
+static inline void vinRegister(V16& a) { __asm__("" : "+v"(a.v)); }
 
 static inline __mmask16 laneMask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
