@@ -28,6 +28,8 @@ namespace avx512 {
 // 15m shape's 288-value rows +10% (docs/native.md).
 #define KVF_TILE_ROWS 3
 #define KVF_TILE_COLS 8
+// a plain type's 32-value step must fit the registers: past them GCC spills accumulators (a 4 × 6 tile did)
+static_assert(2 * KVF_TILE_ROWS + KVF_TILE_ROWS * KVF_TILE_COLS + 2 <= 32, "the matmul tile must fit the 32 registers");
 #include "simd-avx512.h"
 #include "kernels-body.inc"
 #undef KVF_TILE_ROWS

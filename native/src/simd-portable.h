@@ -8,7 +8,7 @@
 struct V16 {
   float v[16];
 };
-// nothing to pin: the plain arrays are the compiler's to place (simd-avx512.h says why the others pin)
+// nothing to pin: the plain arrays are the compiler's to place (matmulTile says why the SIMD paths pin)
 static inline void vinRegister(V16&) {}
 
 #define KVF_LANES for (int j = 0; j < 16; j++)
