@@ -24,8 +24,6 @@ constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
 constexpr int64_t kInlineWork = int64_t{1} << 15;
-// Output columns per matmul task are a multiple of every tile width (6, 3, 2).
-constexpr int32_t kColumnQuantum = 12;
 // matmuls(): products sharing one input per call, and the array entries that describe each
 constexpr uint32_t kMatmulPartsMax = 8;
 constexpr uint32_t kMatmulPartFields = 6;

@@ -68,6 +68,9 @@ constexpr BlockShape blockShape(WeightType t) {
 constexpr int kHeadDimMax = 1024;      // attention keeps its heads' accumulators on the stack
 constexpr int kAttentionHeadsMax = 4;  // query heads of one KV head that one attention call handles together
 constexpr int kAttentionRowsMax = 16;  // rows of one sequence that one attention call handles together
+// Output columns per matmul task are a multiple of every instruction set's tile width (kernels-body.inc checks), so
+// a task boundary never cuts a tile short.
+constexpr int32_t kColumnQuantum = 24;
 
 // out = x · wᵀ (+ bias), rounded to f32 after each operation; with accumulate, out += that (one more f32 rounding)
 struct MatmulArgs {
