@@ -19,18 +19,22 @@ namespace kvf {
 namespace {
 
 // Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
-constexpr int32_t kAbiVersion = 3;
+constexpr int32_t kAbiVersion = 4;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
 constexpr int64_t kInlineWork = int64_t{1} << 15;
+// attention's span states when a call splits its rows' spans over tasks (64 MiB; a call that would need more walks
+// each row's spans in one task instead)
+constexpr int64_t kPartialFloatsMax = int64_t{1} << 24;
 // matmuls(): products sharing one input per call, and the array entries that describe each
 constexpr uint32_t kMatmulPartsMax = 8;
 constexpr uint32_t kMatmulPartFields = 6;
 
-enum Op { kMatmul, kMatmuls, kAttention, kRmsNorm, kRope, kSwiglu, kEmbed, kStoreKv, kTriad, kOpCount };
-const char* const kOpNames[kOpCount] = {"matmul", "matmuls", "attention", "rmsNorm", "rope",
-                                        "swiglu", "embed",    "storeKv",   "triad"};
+// kAttentionSplit counts the attention calls whose rows' spans were split over tasks (a subset of kAttention)
+enum Op { kMatmul, kMatmuls, kAttention, kAttentionSplit, kRmsNorm, kRope, kSwiglu, kEmbed, kStoreKv, kTriad, kOpCount };
+const char* const kOpNames[kOpCount] = {"matmul", "matmuls", "attention", "attentionSplit", "rmsNorm",
+                                        "rope",   "swiglu",  "embed",     "storeKv",        "triad"};
 
 template <typename T>
 struct Span {
@@ -423,20 +427,14 @@ class Context : public Napi::ObjectWrap<Context> {
       work += kvLength - kvStart;
     }
     counts_[kAttention]++;
-    struct Job {
-      AttentionArgs args;
-      const KernelTable* k;
-    };
-    const Job job{{out.data, q.data, arena.data, kvLengths.data, kvStarts.data, pageTables.data, pageTableStarts.data,
-                   static_cast<int32_t>(layer), static_cast<int32_t>(headCount), static_cast<int32_t>(kvHeadCount),
-                   static_cast<int32_t>(headDim), static_cast<int32_t>(pageSize), static_cast<int32_t>(kvDim), valuesPerPage},
-                  &k};
     // tiles: up to kAttentionRowsMax consecutive rows of one sequence (the same page table and first position), so
     // a prefill chunk's rows share each block of K/V (and its transposition) while it is in L1; a decode batch's rows
     // are tiles of one. Smaller tiles when there would be too few tasks to keep every thread busy (a short chunk);
     // the tiling never changes a bit.
     const int64_t group = headCount / kvHeadCount;
     const int64_t partsPerGroup = (group + kAttentionHeadsMax - 1) / kAttentionHeadsMax;
+    const int64_t tasksPerUnit = kvHeadCount * partsPerGroup;  // a unit's query heads: one task per KV head and part
+    const int64_t tasksWanted = 4 * static_cast<int64_t>(pool_->threadCount());
     std::vector<int32_t> tileBegins;
     for (int64_t tileRows = kAttentionRowsMax;; tileRows /= 2) {
       tileBegins.clear();
@@ -446,35 +444,85 @@ class Context : public Napi::ObjectWrap<Context> {
                            kvStarts.data[r] == kvStarts.data[tileBegins.back()];
         if (!joins) tileBegins.push_back(static_cast<int32_t>(r));
       }
-      const int64_t tasks = static_cast<int64_t>(tileBegins.size()) * kvHeadCount * partsPerGroup;
-      if (tileRows <= 4 || tasks >= 4 * static_cast<int64_t>(pool_->threadCount())) break;
+      if (tileRows <= 4 || static_cast<int64_t>(tileBegins.size()) * tasksPerUnit >= tasksWanted) break;
     }
     tileBegins.push_back(static_cast<int32_t>(rowCount));
-    // one task: a tile's query heads of one KV head, at most kAttentionHeadsMax of them
     const int64_t tiles = static_cast<int64_t>(tileBegins.size()) - 1;
-    const int64_t tasks = tiles * kvHeadCount * partsPerGroup;
+    // Still too few tasks (a decode step of few rows): rows longer than a span have their spans split over tasks,
+    // each span's state kept in partials_ and folded by attentionMerge. That never changes a bit either.
+    const bool onCaller = work * qDim * 2 < kInlineWork;
+    std::vector<int32_t> partialStarts(static_cast<size_t>(rowCount));
+    int64_t records = 0;
+    int64_t spansMax = 1;
+    for (int64_t r = 0; r < rowCount; r++) {
+      const int64_t spans = (kvLengths.data[r] - kvStarts.data[r] + kAttentionSpan - 1) / kAttentionSpan;
+      partialStarts[r] = static_cast<int32_t>(std::min<int64_t>(records, INT32_MAX));
+      if (spans > 1) records += spans;
+      spansMax = std::max(spansMax, spans);
+    }
+    const int64_t partialFloats = records * headCount * attentionPartialFloats(static_cast<int32_t>(headDim));
+    const bool split = !onCaller && pool_->threadCount() > 1 && records > 0 && tiles * tasksPerUnit < tasksWanted &&
+                       partialFloats <= kPartialFloatsMax;
+    // units: a tile over a range of spans (all of them, or one when split)
+    std::vector<int32_t> unitTiles;
+    std::vector<int32_t> unitSpans;
+    for (int64_t tile = 0; tile < tiles; tile++) {
+      int32_t kvEnd = 0;
+      for (int32_t r = tileBegins[tile]; r < tileBegins[tile + 1]; r++) kvEnd = std::max(kvEnd, kvLengths.data[r]);
+      const int64_t spans = split ? (kvEnd - kvStarts.data[tileBegins[tile]] + kAttentionSpan - 1) / kAttentionSpan : 1;
+      for (int64_t span = 0; span < spans; span++) {
+        unitTiles.push_back(static_cast<int32_t>(tile));
+        unitSpans.push_back(split ? static_cast<int32_t>(span) : -1);
+      }
+    }
+    const int64_t tasks = static_cast<int64_t>(unitTiles.size()) * tasksPerUnit;
     if (tasks > INT32_MAX) throwRange(env, "too many attention tasks in one call");
+    if (split) {
+      counts_[kAttentionSplit]++;
+      if (partials_.size() < static_cast<size_t>(partialFloats)) partials_.resize(static_cast<size_t>(partialFloats));
+    }
     struct Task {
-      Job job;
+      AttentionArgs args;
+      const KernelTable* k;
       const int32_t* tileBegins;
+      const int32_t* unitTiles;
+      const int32_t* unitSpans;
       int32_t group;
       int32_t partsPerGroup;
     };
-    const Task task{job, tileBegins.data(), static_cast<int32_t>(group), static_cast<int32_t>(partsPerGroup)};
+    const Task task{{out.data, q.data, arena.data, kvLengths.data, kvStarts.data, pageTables.data, pageTableStarts.data,
+                     static_cast<int32_t>(layer), static_cast<int32_t>(headCount), static_cast<int32_t>(kvHeadCount),
+                     static_cast<int32_t>(headDim), static_cast<int32_t>(pageSize), static_cast<int32_t>(kvDim),
+                     valuesPerPage, split ? partials_.data() : nullptr, partialStarts.data()},
+                    &k,
+                    tileBegins.data(),
+                    unitTiles.data(),
+                    unitSpans.data(),
+                    static_cast<int32_t>(group),
+                    static_cast<int32_t>(partsPerGroup)};
+    // one task: a unit's query heads of one KV head, at most kAttentionHeadsMax of them
     auto one = [](const void* c, int32_t t) {
       const auto* j = static_cast<const Task*>(c);
-      const int32_t perTile = j->job.args.kvHeadCount * j->partsPerGroup;
-      const int32_t tile = t / perTile;
-      const int32_t kvHead = (t % perTile) / j->partsPerGroup;
+      const int32_t perUnit = j->args.kvHeadCount * j->partsPerGroup;
+      const int32_t unit = t / perUnit;
+      const int32_t kvHead = (t % perUnit) / j->partsPerGroup;
       const int32_t part = t % j->partsPerGroup;
       const int32_t firstHead = kvHead * j->group + part * kAttentionHeadsMax;
       const int32_t heads = std::min(kAttentionHeadsMax, j->group - part * kAttentionHeadsMax);
-      j->job.k->attention(j->job.args, j->tileBegins[tile], j->tileBegins[tile + 1], firstHead, heads);
+      const int32_t tile = j->unitTiles[unit];
+      const int32_t span = j->unitSpans[unit];
+      j->k->attention(j->args, j->tileBegins[tile], j->tileBegins[tile + 1], firstHead, heads, span < 0 ? 0 : span,
+                      span < 0 ? INT32_MAX : span + 1);
     };
-    if (work * qDim * 2 < kInlineWork) {
+    if (onCaller) {
       for (int32_t t = 0; t < static_cast<int32_t>(tasks); t++) one(&task, t);
     } else {
       pool_->run(static_cast<int32_t>(tasks), one, &task);
+    }
+    if (split) {
+      forRows(rowCount, qDim * spansMax, [&](int64_t begin, int64_t end) {
+        k.attentionMerge(task.args, static_cast<int32_t>(begin), static_cast<int32_t>(end));
+      });
     }
     return env.Undefined();
   }
@@ -662,6 +710,7 @@ class Context : public Napi::ObjectWrap<Context> {
   std::vector<const KernelTable*> supported_;
   const KernelTable* kernels_ = nullptr;
   std::unique_ptr<ThreadPool> pool_;
+  std::vector<float> partials_;  // attention's span states (kPartialFloatsMax at most)
   uint64_t counts_[kOpCount] = {};
 };
 

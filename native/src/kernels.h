@@ -68,6 +68,14 @@ constexpr BlockShape blockShape(WeightType t) {
 constexpr int kHeadDimMax = 1024;      // attention keeps its heads' accumulators on the stack
 constexpr int kAttentionHeadsMax = 4;  // query heads of one KV head that one attention call handles together
 constexpr int kAttentionRowsMax = 16;  // rows of one sequence that one attention call handles together
+// A row's positions split into spans of this many from its first position (a multiple of the 64-position score
+// block). Each span runs its own softmax state; the row's result folds the spans' states in order (kernels-body.inc
+// foldSpan), so it is the same whether one task walks all of a row's spans or tasks split them: a decode step of few
+// rows spreads its long rows over every thread.
+constexpr int32_t kAttentionSpan = 128;
+// floats of one span's state of one row-head in AttentionArgs::partials: its accumulators (headDim rounded up to 16
+// lanes), its 16 lane sums, its max (padded to 16)
+constexpr int64_t attentionPartialFloats(int32_t headDim) { return (headDim + 15) / 16 * 16 + 32; }
 // Output columns per matmul task are a multiple of every instruction set's tile width (kernels-body.inc checks), so
 // a task boundary never cuts a tile short.
 constexpr int32_t kColumnQuantum = 24;
@@ -100,6 +108,10 @@ struct AttentionArgs {
   int32_t pageSize;
   int32_t kvDim;
   int64_t valuesPerPage;
+  // span states of rows whose spans tasks split: row r's span k of head h is record (partialStarts[r] + k) *
+  // headCount + h, attentionPartialFloats(headDim) floats each; nullptr when no task splits a row
+  float* partials;
+  const int32_t* partialStarts;  // (rowCount)
 };
 
 struct RopeArgs {
@@ -117,8 +129,13 @@ struct KernelTable {
   // outputs [oBegin, oEnd) of every row
   void (*matmul)(const MatmulArgs& a, int32_t oBegin, int32_t oEnd);
   // rows [rowBegin, rowEnd) of one sequence (the same page table and first position, at most kAttentionRowsMax),
-  // heads [firstHead, firstHead + heads), all of one KV head, heads <= kAttentionHeadsMax
-  void (*attention)(const AttentionArgs& a, int32_t rowBegin, int32_t rowEnd, int32_t firstHead, int32_t heads);
+  // heads [firstHead, firstHead + heads), all of one KV head, heads <= kAttentionHeadsMax, over the spans
+  // [spanBegin, spanEnd) of their positions. A row-head with every span in the range gets its output; otherwise the
+  // range is one span, and its state goes to partials.
+  void (*attention)(const AttentionArgs& a, int32_t rowBegin, int32_t rowEnd, int32_t firstHead, int32_t heads,
+                    int32_t spanBegin, int32_t spanEnd);
+  // rows [rBegin, rEnd): each row of more than one span gets every head's output from its span states in partials
+  void (*attentionMerge)(const AttentionArgs& a, int32_t rBegin, int32_t rEnd);
   // rows [rBegin, rEnd)
   void (*rmsNorm)(float* out, const float* x, const float* weight, int32_t dim, double eps, int32_t rBegin, int32_t rEnd);
   void (*rope)(const RopeArgs& a, int32_t rBegin, int32_t rEnd);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { assertSameBits, gaussian, kvCase, weightMatrix } from '../../test/helpers/backend-conformance.js';
+import { assertSameBits, attentionOf, gaussian, kvCase, weightMatrix } from '../../test/helpers/backend-conformance.js';
 import { prefillLogits, promptOf, sequence } from '../../test/helpers/forward-checks.js';
 import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
 import { assertSameOnEveryIsa, nativeBackendForTest } from '../../test/helpers/native.js';
@@ -65,6 +65,43 @@ for (const [label, model] of [
     assert.equal(forward.pool.freePageCount, 64);
   });
 }
+
+test('attention splits a long row over threads only when a call has too few tasks, with the same bits', () => {
+  const random = new SeededRandom(31);
+  const shape = { headCount: 9, kvHeadCount: 3, headDim: 64 };
+  const c = kvCase(random, { ...shape, pageSize: 16, rowCount: 16, kvLengthMax: 520 });
+  c.kvLengths.fill(520);
+  c.kvLengths[1] = 100; // one span
+  const q = gaussian(random, 16 * shape.headCount * shape.headDim, 1.5);
+  const qDim = shape.headCount * shape.headDim;
+  const rows = Array.from({ length: 16 }, (_, r) => r);
+  const three = nativeBackendForTest({ threadCount: 3 });
+  const one = nativeBackendForTest({ threadCount: 1 });
+  try {
+    const splits = (backend: NativeBackend, body: () => Float32Array): [Float32Array, number] => {
+      const before = backend.callCounts.attentionSplit;
+      const out = body();
+      return [out, backend.callCounts.attentionSplit - before];
+    };
+    // 16 rows × 3 KV heads are tasks enough for 3 threads: each row's spans in one task
+    const [batched, batchedSplits] = splits(three, () => attentionOf(three, q, c, rows));
+    assert.equal(batchedSplits, 0);
+    for (const r of [0, 1, 15]) {
+      const row = batched.subarray(r * qDim, (r + 1) * qDim);
+      // alone, 3 tasks for 3 threads: a row of 5 spans has them split, a row of one span has nothing to split
+      const [alone, aloneSplits] = splits(three, () => attentionOf(three, q, c, [r]));
+      assert.equal(aloneSplits, c.kvLengths[r]! > 128 ? 1 : 0, `row ${r}`);
+      assertSameBits(alone, row, `row ${r} alone, 3 threads`);
+      // one thread never splits
+      const [single, singleSplits] = splits(one, () => attentionOf(one, q, c, [r]));
+      assert.equal(singleSplits, 0);
+      assertSameBits(single, row, `row ${r} alone, 1 thread`);
+    }
+  } finally {
+    three.close();
+    one.close();
+  }
+});
 
 test('every instruction set and thread count gives the same logits, bit for bit', () => {
   for (const model of [qwen, gemma]) {

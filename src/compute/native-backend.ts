@@ -29,13 +29,14 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 3;
+const ADDON_ABI_VERSION = 4;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
   | 'matmul'
   | 'matmuls'
   | 'attention'
+  | 'attentionSplit'
   | 'rmsNorm'
   | 'rope'
   | 'swiglu'

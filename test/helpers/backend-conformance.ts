@@ -271,7 +271,7 @@ function sequenceCase(
   };
 }
 
-function attentionOf(backend: Backend, q: Float32Array, c: KvCase, rows: number[]): Float32Array {
+export function attentionOf(backend: Backend, q: Float32Array, c: KvCase, rows: number[]): Float32Array {
   const qDim = c.headCount * c.headDim;
   const qs = new Float32Array(rows.length * qDim);
   rows.forEach((r, j) => {
@@ -567,6 +567,39 @@ export function describeBackendConformance<B extends Backend>(target: Conformanc
               attentionOf(backend, q, c, rows.slice(3, 24)),
               got.subarray(3 * qDim, 24 * qDim),
               `${what}: rows 3..23`,
+            );
+          }
+        }
+      });
+    });
+
+    test('attention over rows longer than a span (128 positions) matches f64, each row alone the same bits', () => {
+      const backend = target.make();
+      const random = new SeededRandom(12);
+      counted(target, backend, 'attention', () => {
+        // a decode step's shape (135m: 9 heads on 3 KV heads) and a group of 1 with a run-time head size; lengths of
+        // 1 to 5 spans, on and just past a span's end, one sliding window. Batched, the rows are enough tasks to walk
+        // each row's spans in one task; alone, a native backend splits a long row's spans over its threads.
+        const shapes = [
+          { headCount: 9, kvHeadCount: 3, headDim: 64 },
+          { headCount: 2, kvHeadCount: 2, headDim: 80 },
+        ];
+        for (const shape of shapes) {
+          const c = kvCase(random, { ...shape, pageSize: 16, rowCount: 8, kvLengthMax: 600 });
+          c.kvLengths.set([600, 128, 129, 256, 257, 1, 383, 500]);
+          c.kvStarts = Int32Array.of(0, 0, 0, 0, 0, 0, 0, 200);
+          const q = gaussian(random, 8 * shape.headCount * shape.headDim, 1.5);
+          const rows = Array.from({ length: 8 }, (_, r) => r);
+          const got = attentionOf(backend, q, c, rows);
+          const what = `attention long rows heads ${shape.headCount}/${shape.kvHeadCount}×${shape.headDim}`;
+          const maxV = maxAbsHalf(c.arena);
+          assertWithin(got, textbookAttention(q, c), () => 2e-5 * maxV, what);
+          const qDim = shape.headCount * shape.headDim;
+          for (const r of rows) {
+            assertSameBits(
+              attentionOf(backend, q, c, [r]),
+              got.subarray(r * qDim, (r + 1) * qDim),
+              `${what}: row ${r} alone`,
             );
           }
         }
