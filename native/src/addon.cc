@@ -455,7 +455,7 @@ class Context : public Napi::ObjectWrap<Context> {
     int64_t records = 0;
     int64_t spansMax = 1;
     for (int64_t r = 0; r < rowCount; r++) {
-      const int64_t spans = (kvLengths.data[r] - kvStarts.data[r] + kAttentionSpan - 1) / kAttentionSpan;
+      const int64_t spans = attentionSpans(kvLengths.data[r] - kvStarts.data[r]);
       partialStarts[r] = static_cast<int32_t>(std::min<int64_t>(records, INT32_MAX));
       if (spans > 1) records += spans;
       spansMax = std::max(spansMax, spans);
@@ -469,7 +469,7 @@ class Context : public Napi::ObjectWrap<Context> {
     for (int64_t tile = 0; tile < tiles; tile++) {
       int32_t kvEnd = 0;
       for (int32_t r = tileBegins[tile]; r < tileBegins[tile + 1]; r++) kvEnd = std::max(kvEnd, kvLengths.data[r]);
-      const int64_t spans = split ? (kvEnd - kvStarts.data[tileBegins[tile]] + kAttentionSpan - 1) / kAttentionSpan : 1;
+      const int64_t spans = split ? attentionSpans(kvEnd - kvStarts.data[tileBegins[tile]]) : 1;
       for (int64_t span = 0; span < spans; span++) {
         unitTiles.push_back(static_cast<int32_t>(tile));
         unitSpans.push_back(split ? static_cast<int32_t>(span) : -1);

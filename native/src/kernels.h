@@ -73,6 +73,7 @@ constexpr int kAttentionRowsMax = 16;  // rows of one sequence that one attentio
 // foldSpan), so it is the same whether one task walks all of a row's spans or tasks split them: a decode step of few
 // rows spreads its long rows over every thread.
 constexpr int32_t kAttentionSpan = 128;
+constexpr int64_t attentionSpans(int64_t positions) { return (positions + kAttentionSpan - 1) / kAttentionSpan; }
 // floats of one span's state of one row-head in AttentionArgs::partials: its accumulators (headDim rounded up to 16
 // lanes), its 16 lane sums, its max (padded to 16)
 constexpr int64_t attentionPartialFloats(int32_t headDim) { return (headDim + 15) / 16 * 16 + 32; }
