@@ -12,7 +12,7 @@ import { resolvePageCount } from '../launch/serve-config.js';
 import { startWorker } from '../launch/start-worker.js';
 import { endWorkerOnSignal } from '../launch/worker-lifecycle.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
-import { loadModel } from '../model/load-model.js';
+import { loadModel, weightsSummary } from '../model/load-model.js';
 import { addFlags, type ParsedFlags, workerConfigOf } from './flags.js';
 
 export function addWorkerCommand(program: Command, role: WorkerRole): void {
@@ -28,6 +28,7 @@ export function addWorkerCommand(program: Command, role: WorkerRole): void {
     const { secret, warning } = loadClusterSecret(o.clusterSecretFile, process.env);
     if (warning !== undefined) announce(`kvfence: WARNING: ${warning}`);
     const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL));
+    announce(weightsSummary(model));
     const config = workerConfigOf(role, o, {
       modelPath: model.path,
       modelName: o.servedModelName ?? model.config.name,

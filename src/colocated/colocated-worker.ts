@@ -15,7 +15,7 @@ import type { CapacityProof } from '../kv/capacity.js';
 import { pageMapOf } from '../kv/page-map.js';
 import type { PagePool } from '../kv/page-pool.js';
 import type { PrefixCache } from '../kv/prefix-cache.js';
-import type { LoadedModel } from '../model/load-model.js';
+import { type LoadedModel, weightsSummary } from '../model/load-model.js';
 import { KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
 
@@ -37,6 +37,7 @@ export class ColocatedWorker implements InferenceWorker {
   private readonly incidentListeners: ((incident: IsolationIncident) => void)[] = [];
   private closed = false;
   private readonly prefixCachePages: number;
+  private readonly weightsLine: string;
 
   constructor(options: ColocatedWorkerOptions, parts: EngineParts = ENGINE_PARTS) {
     const { model, settings } = options;
@@ -45,6 +46,7 @@ export class ColocatedWorker implements InferenceWorker {
     this.capacity = kv.capacity;
     this.prefixCache = kv.prefixCache;
     this.prefixCachePages = settings.prefixCachePages;
+    this.weightsLine = weightsSummary(model);
     const engine = parts.engine(
       engineConfigOf(model, settings, kv.capacity.provenContext),
       kv.forward,
@@ -65,11 +67,15 @@ export class ColocatedWorker implements InferenceWorker {
     return this.capacity.provenContext;
   }
 
-  /** What the operator reads at startup: the pool's size and its capacity proof, and the prefix cache when on. */
+  /**
+   * What the operator reads at startup: the weights' memory, the pool's size and its capacity proof, and the prefix
+   * cache when on.
+   */
   summary(): string[] {
     const { layout, pageCount } = this.pool;
     const mib = (pageCount * layout.bytesPerPage) / 2 ** 20;
     const lines = [
+      this.weightsLine,
       `kvfence: KV pool ${pageCount} pages × ${layout.pageSize} tokens (${mib.toFixed(1)} MiB); ${this.capacity.summary}`,
     ];
     if (this.prefixCachePages > 0)

@@ -29,7 +29,7 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 4;
+const ADDON_ABI_VERSION = 5;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
@@ -120,8 +120,10 @@ interface NativeContext {
   close(): void;
 }
 
-interface NativeAddon {
+export interface NativeAddon {
   Context: new (threadCount: number) => NativeContext;
+  /** madvise(MADV_HUGEPAGE) over the buffer's 2 MiB-aligned interior; the bytes advised (0: none, or no THP) */
+  adviseHugePages(buffer: ArrayBuffer): number;
   abiVersion: number;
 }
 
@@ -133,7 +135,7 @@ export interface NativeBackendOptions {
 }
 
 /** Loads the addon, or throws an Error that says why (missing file, wrong ABI, a CPU or libc it cannot run on). */
-function loadAddon(path: string): NativeAddon {
+export function loadAddon(path: string = DEFAULT_ADDON_PATH): NativeAddon {
   const loaded: unknown = createRequire(import.meta.url)(path);
   const addon = loaded as Partial<NativeAddon>;
   if (typeof addon.Context !== 'function' || addon.abiVersion !== ADDON_ABI_VERSION) {
@@ -195,7 +197,7 @@ export class NativeBackend implements Backend {
       Number.isInteger(threadCount) && threadCount >= 1 && threadCount <= NATIVE_THREAD_COUNT_MAX,
       `thread count ${threadCount} out of range`,
     );
-    const addon = loadAddon(options.addonPath ?? DEFAULT_ADDON_PATH);
+    const addon = loadAddon(options.addonPath);
     this.context = new addon.Context(threadCount);
   }
 

@@ -1,6 +1,7 @@
 /**
  * GGUF reader (versions 2 and 3). Reads the header through a small window over the file descriptor, then each tensor's
- * bytes straight into its own typed array, so the file is never held twice in memory. Every count, length and offset
+ * bytes straight into its place in one weight arena (a typed array per tensor over a single buffer), so the file is
+ * never held twice in memory. Every count, length and offset
  * from the file is checked against LIMITS and the file size before use: a bad file gives one KvfenceError line.
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
@@ -263,10 +264,17 @@ function parseHeader(fd: number, path: string): GgufHeader {
   return { path, version, metadata, tensors, alignment, dataOffset, fileSize };
 }
 
-function allocateTensorData(dtype: WeightDType, count: number, byteSize: number): GgufTensor['data'] {
-  if (isQuantized(dtype)) return new Uint8Array(byteSize);
-  return dtype === 'f32' ? new Float32Array(count) : new Uint16Array(count);
+/** Where each tensor starts in the weight arena: 64-byte aligned, a cache line, so no two tensors share one. */
+const TENSOR_ALIGNMENT = 64;
+
+function tensorView(dtype: WeightDType, buffer: ArrayBuffer, offset: number, info: GgufTensorInfo): GgufTensor['data'] {
+  if (isQuantized(dtype)) return new Uint8Array(buffer, offset, info.byteSize);
+  const count = elementCount(info.dims);
+  return dtype === 'f32' ? new Float32Array(buffer, offset, count) : new Uint16Array(buffer, offset, count);
 }
+
+/** Memory for the weight arena (the model loader passes compute/weight-arena.ts's, which advises huge pages). */
+export type ArenaAllocator = (bytes: number) => ArrayBuffer;
 
 /** Reads only the header: metadata and the tensor table (for `model inspect` and for validation before loading). */
 export function readGgufHeader(path: string): GgufHeader {
@@ -281,16 +289,25 @@ export function readGgufHeader(path: string): GgufHeader {
 export interface GgufFile {
   header: GgufHeader;
   tensors: Map<string, GgufTensor>;
+  /** the size of the buffer every tensor lives in */
+  arenaBytes: number;
 }
 
-/** Reads the header and every tensor, each straight into its own typed array. */
-export function readGguf(path: string): GgufFile {
+/** Reads the header and every tensor, each straight into its place in one arena from `allocate`. */
+export function readGguf(path: string, allocate: ArenaAllocator = (bytes) => new ArrayBuffer(bytes)): GgufFile {
   const fd = openFileForReading(path);
   try {
     const header = parseHeader(fd, path);
-    const tensors = new Map<string, GgufTensor>();
+    const offsets: number[] = [];
+    let arenaBytes = 0;
     for (const info of header.tensors) {
-      const data = allocateTensorData(info.dtype, elementCount(info.dims), info.byteSize);
+      offsets.push(arenaBytes);
+      arenaBytes += Math.ceil(info.byteSize / TENSOR_ALIGNMENT) * TENSOR_ALIGNMENT;
+    }
+    const arena = allocate(arenaBytes);
+    const tensors = new Map<string, GgufTensor>();
+    for (const [i, info] of header.tensors.entries()) {
+      const data = tensorView(info.dtype, arena, offsets[i]!, info);
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       let done = 0;
       while (done < bytes.length) {
@@ -300,7 +317,7 @@ export function readGguf(path: string): GgufFile {
       }
       tensors.set(info.name, { name: info.name, dtype: info.dtype, dims: info.dims, data });
     }
-    return { header, tensors };
+    return { header, tensors, arenaBytes };
   } finally {
     closeSync(fd);
   }

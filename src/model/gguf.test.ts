@@ -21,7 +21,7 @@ function sampleFile(name: string, metadata?: GgufMetadata, tensors?: GgufTensor[
   return path;
 }
 
-test('write then read gives back every metadata value and tensor byte', () => {
+test('write then read gives back every metadata value and tensor byte, each tensor in its own lines of one arena', () => {
   const metadata: GgufMetadata = new Map([
     ['general.architecture', { type: 'string', value: 'llama' }],
     ['general.alignment', { type: 'u32', value: 64 }],
@@ -44,9 +44,23 @@ test('write then read gives back every metadata value and tensor byte', () => {
   });
   const path = join(dir, 'roundtrip.gguf');
   writeGguf(path, metadata, tensors);
-  const file = readGguf(path);
+  const arenas: ArrayBuffer[] = [];
+  const file = readGguf(path, (bytes) => {
+    arenas.push(new ArrayBuffer(bytes));
+    return arenas.at(-1)!;
+  });
   assert.deepEqual(file.header.metadata, metadata);
   assert.equal(file.header.alignment, 64);
+  assert.equal(arenas.length, 1);
+  assert.equal(file.arenaBytes, arenas[0]!.byteLength);
+  const placed = [...file.tensors.values()].map((t) => t.data).sort((a, b) => a.byteOffset - b.byteOffset);
+  for (const [i, data] of placed.entries()) {
+    assert.equal(data.buffer, arenas[0]);
+    assert.equal(data.byteOffset % 64, 0, 'a tensor starts on a cache line');
+    const next = placed[i + 1]?.byteOffset ?? file.arenaBytes;
+    assert.ok(data.byteOffset + data.byteLength <= next, 'tensors do not overlap');
+    assert.ok(next - data.byteOffset - data.byteLength < 64, 'only alignment between tensors');
+  }
   for (const t of tensors) {
     const back = file.tensors.get(t.name)!;
     assert.equal(back.dtype, t.dtype);

@@ -1,4 +1,5 @@
 /** Loads a GGUF model file: validated config, weights bound to their roles, tokenizer and chat template. */
+import { allocateWeightArena } from '../compute/weight-arena.js';
 import { readGguf, readGgufHeader } from './gguf-read.js';
 import { metaString } from './gguf-types.js';
 import { type ModelConfig, modelConfigFromGguf } from './model-config.js';
@@ -15,6 +16,8 @@ export interface ModelHead {
 
 export interface LoadedModel extends ModelHead {
   weights: ModelWeights;
+  /** the one buffer every tensor lives in, and how much of it was advised onto huge pages */
+  arena: { bytes: number; hugePageBytes: number };
 }
 
 /** The model's config, tokenizer and chat template from the file's header; the tensors are not read. */
@@ -29,14 +32,26 @@ export function loadModelHead(path: string): ModelHead {
 }
 
 export function loadModel(path: string): LoadedModel {
-  const file = readGguf(path);
+  let hugePageBytes = 0;
+  const file = readGguf(path, (bytes) => {
+    const arena = allocateWeightArena(bytes);
+    hugePageBytes = arena.hugePageBytes;
+    return arena.buffer;
+  });
   const config = modelConfigFromGguf(file.header.metadata, path);
   const tokenizer = tokenizerFromGguf(file.header.metadata);
   return {
     path,
     config,
     weights: bindWeights(config, file.tensors, path),
+    arena: { bytes: file.arenaBytes, hugePageBytes },
     tokenizer,
     chatTemplate: metaString(file.header.metadata, 'tokenizer.chat_template'),
   };
+}
+
+/** One line for a worker's start: the weight arena's size and how much of it is on huge pages. */
+export function weightsSummary(model: LoadedModel): string {
+  const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+  return `kvfence: weights ${mib(model.arena.bytes)} MiB, ${mib(model.arena.hugePageBytes)} MiB of it advised onto 2 MiB pages`;
 }
