@@ -261,7 +261,22 @@ function parseHeader(fd: number, path: string): GgufHeader {
     }
     return { ...info, fileOffset };
   });
+  refuseOverlaps(tensors, path);
   return { path, version, metadata, tensors, alignment, dataOffset, fileSize };
+}
+
+/**
+ * Tensors may not share bytes (llama.cpp's reader insists on them lying back to back): so the weight arena, which
+ * gives each its own copy, is never larger than the file plus alignment.
+ */
+function refuseOverlaps(tensors: readonly GgufTensorInfo[], path: string): void {
+  const byOffset = [...tensors].sort((a, b) => a.fileOffset - b.fileOffset);
+  for (let i = 1; i < byOffset.length; i++) {
+    const before = byOffset[i - 1]!;
+    const after = byOffset[i]!;
+    if (before.fileOffset + before.byteSize > after.fileOffset)
+      throw bad(path, `tensors ${before.name} and ${after.name} overlap`);
+  }
 }
 
 /** Where each tensor starts in the weight arena: 64-byte aligned, a cache line, so no two tensors share one. */

@@ -141,15 +141,24 @@ test('an unknown architecture, an unsupported weight type (IQ2_XXS) and a row of
   expectBad(path, /q4_k tensor token_embd\.weight has a row of 64 values, not a multiple of 256/);
 });
 
-test('offsets past the end of the file are refused before any read', () => {
+test('offsets past the end of the file, or into another tensor, are refused before any read', () => {
   const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3 });
   const path = sampleFile('offset.gguf', model.metadata, model.tensors);
-  const bytes = readFileSync(path);
   const header = readGgufHeader(path);
   const last = header.tensors.at(-1)!;
   const nameBytes = Buffer.from(last.name);
-  const at = bytes.lastIndexOf(nameBytes, header.dataOffset) + nameBytes.length + 4 + 8 * last.dims.length + 4;
-  bytes.writeBigUInt64LE(BigInt(1) << BigInt(40), at);
-  writeFileSync(path, bytes);
-  expectBad(path, /past the end of the file/);
+  const patched = (offset: bigint) => {
+    const bytes = readFileSync(path);
+    const at = bytes.lastIndexOf(nameBytes, header.dataOffset) + nameBytes.length + 4 + 8 * last.dims.length + 4;
+    bytes.writeBigUInt64LE(offset, at);
+    const out = join(dir, `offset-${offset}.gguf`);
+    writeFileSync(out, bytes);
+    return out;
+  };
+  expectBad(patched(BigInt(1) << BigInt(40)), /past the end of the file/);
+  const first = header.tensors.find((t) => t.fileOffset === header.dataOffset)!;
+  expectBad(
+    patched(BigInt(0)),
+    new RegExp(`tensors (${first.name} and ${last.name}|${last.name} and ${first.name}) overlap`),
+  );
 });
