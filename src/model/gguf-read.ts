@@ -1,8 +1,8 @@
 /**
  * GGUF reader (versions 2 and 3). Reads the header through a small window over the file descriptor, then each tensor's
  * bytes straight into its place in one weight arena (a typed array per tensor over a single buffer), so the file is
- * never held twice in memory. Every count, length and offset
- * from the file is checked against LIMITS and the file size before use: a bad file gives one KvfenceError line.
+ * never held twice in memory. Every count, length and offset from the file is checked against LIMITS and the file
+ * size before use, and tensors may not overlap: a bad file gives one KvfenceError line.
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { KvfenceError } from '../util/errors.js';
