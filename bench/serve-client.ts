@@ -47,8 +47,16 @@ export const BENCH_KEYS = {
   busy: 'kvfence-bench-busy-key',
 } as const;
 
-/** One streamed completion; rejects with the reason when the server did not generate every token asked for. */
-export function streamCompletion(baseUrl: string, body: CompletionBody, apiKey: string): Promise<StreamTiming> {
+/**
+ * One streamed completion; rejects with the reason when the server did not generate every token asked for, or went
+ * `timeoutMs` without sending anything.
+ */
+export function streamCompletion(
+  baseUrl: string,
+  body: CompletionBody,
+  apiKey: string,
+  timeoutMs = STREAM_TIMEOUT_MS,
+): Promise<StreamTiming> {
   const payload = JSON.stringify({ ...body, stream: true, stream_options: { include_usage: true } });
   return new Promise((resolve, reject) => {
     const started = performance.now();
@@ -85,7 +93,7 @@ export function streamCompletion(baseUrl: string, body: CompletionBody, apiKey: 
           'content-length': Buffer.byteLength(payload),
           authorization: `Bearer ${apiKey}`,
         },
-        timeout: STREAM_TIMEOUT_MS,
+        timeout: timeoutMs,
       },
       (res) => {
         res.setEncoding('utf8');
@@ -115,7 +123,7 @@ export function streamCompletion(baseUrl: string, body: CompletionBody, apiKey: 
         res.on('error', (error) => fail(error.message));
       },
     );
-    req.on('timeout', () => fail(`no answer within ${STREAM_TIMEOUT_MS} ms`));
+    req.on('timeout', () => fail(`no answer within ${timeoutMs} ms`));
     req.on('error', (error) => reject(new Error(`${baseUrl}: ${error.message} (${chunkTimes.length} tokens in)`)));
     req.end(payload);
   });

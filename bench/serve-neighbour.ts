@@ -18,6 +18,11 @@ const UPLOADS = 8;
 const UPLOAD_BYTES = 1024 * 1024;
 const UPLOAD_PIECE = 4096;
 const UPLOAD_EVERY_MS = 100;
+/**
+ * How long a probe may go without a byte (alone it takes about a second): a server whose HTTP threads are all held by
+ * the slow uploads (llama-server's 3 on a 2-core machine, until its 600 s read timeout) does not answer it at all.
+ */
+const PROBE_TIMEOUT_MS = 60_000;
 /** characters of a long prompt: over the 2048 at which kvfence tokenizes on a worker thread */
 export const LONG_PROMPT_CHARS = 3000;
 
@@ -76,9 +81,11 @@ export interface NeighbourResult {
   mode: NeighbourMode;
   ttftMs: number[];
   itlMs: number[];
+  /** why a probe stream failed (the mode's other probes are not run); undefined when every probe completed */
+  failure?: string;
 }
 
-/** The probe's `probes` streams, one after another, beside the busy client of `mode`. */
+/** The probe's `probes` streams, one after another, beside the busy client of `mode`; the first failure ends them. */
 export async function probeBeside(
   mode: NeighbourMode,
   baseUrl: string,
@@ -87,11 +94,16 @@ export async function probeBeside(
 ): Promise<NeighbourResult> {
   const stop = startBusy(mode, baseUrl, longBody);
   const timings: StreamTiming[] = [];
+  let failure: string | undefined;
   try {
     await new Promise((r) => setTimeout(r, 500)); // let the busy client get going first
-    for (const probe of probes) timings.push(await streamCompletion(baseUrl, probe, BENCH_KEYS.probe));
+    for (const probe of probes)
+      timings.push(await streamCompletion(baseUrl, probe, BENCH_KEYS.probe, PROBE_TIMEOUT_MS));
+  } catch (error) {
+    failure = error instanceof Error ? error.message : String(error);
   } finally {
     await stop();
   }
-  return { mode, ttftMs: timings.map((t) => t.ttftMs), itlMs: timings.flatMap((t) => t.itlMs) };
+  const result = { mode, ttftMs: timings.map((t) => t.ttftMs), itlMs: timings.flatMap((t) => t.itlMs) };
+  return failure === undefined ? result : { ...result, failure };
 }

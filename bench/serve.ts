@@ -236,9 +236,12 @@ if (kvfence.neighbour.length > 0) {
   );
   for (const result of [kvfence, llama]) {
     for (const n of result?.neighbour ?? []) {
+      const head = `${result!.server.padEnd(12)} | ${n.mode.padEnd(12)} | `;
       lines.push(
-        `${result!.server.padEnd(12)} | ${n.mode.padEnd(12)} | ${ms(quantile(n.ttftMs, 0.5)).padStart(11)} | ` +
-          `${quantile(n.itlMs, 0.5).toFixed(1).padStart(10)} | ${quantile(n.itlMs, 0.99).toFixed(1).padStart(10)}`,
+        n.failure !== undefined
+          ? `${head}FAILED after ${n.ttftMs.length} of ${probeCount} probes: ${n.failure}`
+          : `${head}${ms(quantile(n.ttftMs, 0.5)).padStart(11)} | ` +
+              `${quantile(n.itlMs, 0.5).toFixed(1).padStart(10)} | ${quantile(n.itlMs, 0.99).toFixed(1).padStart(10)}`,
       );
     }
   }
@@ -261,3 +264,11 @@ const report = {
 };
 writeFileSync(join(CACHE, 'serve.json'), `${JSON.stringify(report, null, 2)}\n`);
 process.stdout.write(`bench:serve: wrote ${join(CACHE, 'serve.json')}\n`);
+// llama-server failing a probe is its result; kvfence failing one is a bug, and the bench says so with its exit code
+const kvfenceFailure = kvfence.neighbour.find((n) => n.failure !== undefined);
+if (kvfenceFailure !== undefined) {
+  process.stderr.write(
+    `bench:serve: kvfence failed its probe beside ${kvfenceFailure.mode}: ${kvfenceFailure.failure}\n`,
+  );
+  process.exitCode = 1;
+}
