@@ -7,11 +7,15 @@ import { allocateWeightArena } from './weight-arena.js';
 
 const MIB = 2 ** 20;
 const THP = '/sys/kernel/mm/transparent_hugepage/enabled';
-/** THP is in the kernel and not switched off: advice is taken and a first touch of advised memory gets huge pages */
-const thpOn = existsSync(THP) && !readFileSync(THP, 'utf8').includes('[never]');
+const ROLLUP = '/proc/self/smaps_rollup';
+/**
+ * THP is in the kernel and not switched off (advice is taken and a first touch of advised memory gets huge pages),
+ * and the kernel reports the process's huge pages
+ */
+const thpOn = existsSync(THP) && !readFileSync(THP, 'utf8').includes('[never]') && existsSync(ROLLUP);
 
 function anonHugeBytes(): number {
-  const kib = /AnonHugePages:\s+(\d+) kB/.exec(readFileSync('/proc/self/smaps_rollup', 'utf8'))?.[1];
+  const kib = /AnonHugePages:\s+(\d+) kB/.exec(readFileSync(ROLLUP, 'utf8'))?.[1];
   return Number(kib) * 1024;
 }
 
