@@ -19,8 +19,8 @@ const UPLOAD_BYTES = 1024 * 1024;
 const UPLOAD_PIECE = 4096;
 const UPLOAD_EVERY_MS = 100;
 /**
- * How long a probe may go without a byte (alone it takes about a second): a server whose HTTP threads are all held by
- * the slow uploads (llama-server's 3 on a 2-core machine, until its 600 s read timeout) does not answer it at all.
+ * How long a probe (or a busy client's long prompt) may go without a byte; alone a probe takes about a second. Beside
+ * the slow uploads llama-server has been seen not to answer a probe at all.
  */
 const PROBE_TIMEOUT_MS = 60_000;
 /** characters of a long prompt: over the 2048 at which kvfence tokenizes on a worker thread */
@@ -67,7 +67,7 @@ function startBusy(
       while (text.length < LONG_PROMPT_CHARS) {
         text += ` ${Array.from({ length: 3 + random.nextInt(6) }, () => String.fromCharCode(97 + random.nextInt(26))).join('')}`;
       }
-      await streamCompletion(baseUrl, { ...body(text), max_tokens: 1 }, BENCH_KEYS.busy);
+      await streamCompletion(baseUrl, { ...body(text), max_tokens: 1 }, BENCH_KEYS.busy, PROBE_TIMEOUT_MS);
     }
   })();
   loop.catch(() => {}); // handled here so it cannot crash the process early; stopping awaits it and rethrows
@@ -100,10 +100,19 @@ export async function probeBeside(
     for (const probe of probes)
       timings.push(await streamCompletion(baseUrl, probe, BENCH_KEYS.probe, PROBE_TIMEOUT_MS));
   } catch (error) {
-    failure = error instanceof Error ? error.message : String(error);
-  } finally {
+    failure = messageOf(error);
+  }
+  try {
     await stop();
+  } catch (error) {
+    // the busy client's own stream failed: recorded beside the probe's failure, never in place of it
+    failure =
+      failure === undefined ? `busy client: ${messageOf(error)}` : `${failure}; busy client: ${messageOf(error)}`;
   }
   const result = { mode, ttftMs: timings.map((t) => t.ttftMs), itlMs: timings.flatMap((t) => t.itlMs) };
   return failure === undefined ? result : { ...result, failure };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

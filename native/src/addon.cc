@@ -721,7 +721,8 @@ class Context : public Napi::ObjectWrap<Context> {
 }  // namespace
 
 // Asks the kernel to back the 2 MiB-aligned interior of an ArrayBuffer with transparent huge pages (madvise
-// MADV_HUGEPAGE); returns the bytes advised, 0 where the buffer holds no whole huge page or the system has no THP.
+// MADV_HUGEPAGE); returns the bytes advised, 0 where the buffer holds no whole huge page or the kernel refuses the
+// advice (no THP in it). The kernel takes the advice even with THP switched off: the caller checks that first.
 // Advice given before the pages are first touched makes the first touch fault in huge pages: the model loader calls
 // this on its fresh weight arena, so a decode step's weight stream takes a TLB miss per 2 MiB instead of per 4 KiB.
 Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {

@@ -53,6 +53,8 @@ const DTYPES_BY_CODE = new Map<number, WeightDType>(
 );
 const SUPPORTED_TYPES = Object.keys(GGML_TYPE_CODES).join(', ');
 const WINDOW_BYTES = 1 << 20;
+/** node's readSync refuses a length of 2 GiB or more: a larger tensor is read in pieces of this */
+const READ_BYTES_MAX = 1 << 30;
 
 function bad(path: string, what: string): KvfenceError {
   return new KvfenceError('invalid_model_file', `${path}: not a valid GGUF file: ${what}`);
@@ -279,7 +281,11 @@ function refuseOverlaps(tensors: readonly GgufTensorInfo[], path: string): void 
   }
 }
 
-/** Where each tensor starts in the weight arena: 64-byte aligned, a cache line, so no two tensors share one. */
+/**
+ * Where each tensor starts in the weight arena: a multiple of 64 bytes from the arena's start (the arena itself starts
+ * where the allocator puts it; glibc's large blocks start 16 bytes into a page, and the kernels load unaligned: a
+ * decode token took the same time with its matrices at each of the four 16-byte offsets, docs/native.md).
+ */
 const TENSOR_ALIGNMENT = 64;
 
 function tensorView(dtype: WeightDType, buffer: ArrayBuffer, offset: number, info: GgufTensorInfo): GgufTensor['data'] {
@@ -326,7 +332,7 @@ export function readGguf(path: string, allocate: ArenaAllocator = (bytes) => new
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       let done = 0;
       while (done < bytes.length) {
-        const got = readSync(fd, bytes, done, bytes.length - done, info.fileOffset + done);
+        const got = readSync(fd, bytes, done, Math.min(bytes.length - done, READ_BYTES_MAX), info.fileOffset + done);
         if (got === 0) throw bad(path, `truncated inside tensor ${info.name}`);
         done += got;
       }
