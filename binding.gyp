@@ -4,8 +4,10 @@
       "target_name": "kvfence_native",
       "sources": [
         "native/src/addon.cc",
+        "native/src/aead.cc",
         "native/src/dispatch.cc",
         "native/src/thread-pool.cc",
+        "native/src/xxh64.cc",
         "native/src/kernels-avx512.cc",
         "native/src/kernels-avx2.cc",
         "native/src/kernels-portable.cc"

@@ -2,14 +2,18 @@
  * KV transfer throughput over TCP loopback, with checksums, peer authentication and encrypted frames on (the
  * production path), against raw TCP loopback moving the same bytes through a plain socket in the same run. The sender
  * is a child process (the prefill worker), the receiver this one (the decode worker), so each side has its own core as
- * in a real deployment. It also prints the bound that one core a side allows (oneCoreBound), to read the ratio against.
+ * in a real deployment. Each run moves the pages once by each path — the native addon's AEAD and XXH64
+ * (wire/frame-aead.ts, transfer/page-checksum.ts), then node:crypto's AEAD and xxhash-wasm's XXH64, what runs without
+ * the addon: the same bytes on the wire — and once raw. It also prints the bound that one core a side allows
+ * (oneCoreBound), to read the ratio against.
  *
  *   npm run bench:transfer -- [--pages 256] [--page-bytes 1048576] [--runs 5]
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createServer, connect as netConnect } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { sharedAddon } from '../src/compute/native-backend.js';
 import type { KvPageSink, KvPageSource } from '../src/transfer/kv-page-port.js';
 import { createPageChecksum, type PageChecksum } from '../src/transfer/page-checksum.js';
 import type { TransferTicket } from '../src/transfer/ticket.js';
@@ -17,11 +21,17 @@ import { TransferReceiver } from '../src/transfer/transfer-receiver.js';
 import { TransferSender } from '../src/transfer/transfer-sender.js';
 import { systemClock } from '../src/util/clock.js';
 import { median } from '../src/util/median.js';
-import { AEAD, SLICE_BYTES } from '../src/wire/secure-channel.js';
+import { AEAD, AEAD_KINDS, type AeadKind, createFrameAead } from '../src/wire/frame-aead.js';
+import { SLICE_BYTES } from '../src/wire/secure-channel.js';
 import { TcpTransport } from '../src/wire/tcp-transport.js';
+import type { TransferListener } from '../src/wire/transport.js';
 import { numberFlag } from './bench-types.js';
 
 const PAGE_SIZE_TOKENS = 16;
+
+/** A path's checksum: the addon's with its AEAD, xxhash-wasm with node:crypto's */
+const checksumOf = (aead: AeadKind) => createPageChecksum(aead === 'native' ? 'native' : 'wasm');
+const LABELS: Record<AeadKind, string> = { native: 'native addon', 'node:crypto': 'node:crypto + xxhash-wasm' };
 
 interface Args {
   pages: number;
@@ -35,7 +45,13 @@ function parseArgs(argv: string[]): Args {
 }
 
 type ToChild =
-  | { cmd: 'transfer'; address: string; secret: number[]; ticket: Omit<TransferTicket, 'nonce'> & { nonce: number[] } }
+  | {
+      cmd: 'transfer';
+      aead: AeadKind;
+      address: string;
+      secret: number[];
+      ticket: Omit<TransferTicket, 'nonce'> & { nonce: number[] };
+    }
   | { cmd: 'raw'; address: string; bytes: number }
   | { cmd: 'exit' };
 
@@ -52,16 +68,21 @@ function childCpuMs(reply: string): number {
   return Number(ms);
 }
 
+interface SingleCore {
+  checksumGBs: number;
+  sealGBs: number;
+  openGBs: number;
+}
+
 /**
- * Single-core throughput of the per-page checksum and of sealing and opening a page as one frame (as the channel does:
- * SLICE_BYTES at a time, tag made, tag checked), GB/s.
+ * Single-core throughput of the per-page checksum and of sealing and opening a page as one frame with `aead` (as the
+ * channel does: SLICE_BYTES at a time into the frame's buffer, tag made, tag checked), GB/s.
  */
-function hashThroughput(
-  checksum: PageChecksum,
-  pageBytes: number,
-): { checksumGBs: number; sealGBs: number; openGBs: number } {
+function singleCore(checksum: PageChecksum, pageBytes: number, aead: AeadKind): SingleCore {
   const page = new Uint8Array(randomBytes(pageBytes));
-  const key = randomBytes(32);
+  const key = new Uint8Array(randomBytes(32));
+  const sealer = createFrameAead(key, true, aead);
+  const opener = createFrameAead(key, false, aead);
   const time = (f: () => void) => {
     for (let i = 0; i < 5; i++) f();
     const n = Math.max(20, Math.ceil((256 << 20) / pageBytes));
@@ -71,52 +92,66 @@ function hashThroughput(
   };
   // a fresh nonce per seal, as the channel's counter gives; the last sealed page is what `open` opens, again and again
   let seq = 0;
-  let iv = Buffer.alloc(12);
-  const sealed: Buffer[] = [];
-  let tag = Buffer.alloc(0);
-  const sealGBs = time(() => {
-    iv = Buffer.alloc(12);
-    iv.writeUInt32LE(seq++, 4);
-    const c = createCipheriv(AEAD, key, iv, { authTagLength: 16 });
-    sealed.length = 0;
-    for (let at = 0; at < pageBytes; at += SLICE_BYTES) sealed.push(c.update(page.subarray(at, at + SLICE_BYTES)));
-    c.final();
-    tag = c.getAuthTag();
-  });
-  return {
-    checksumGBs: time(() => checksum.of(page)),
-    sealGBs,
-    openGBs: time(() => {
-      const d = createDecipheriv(AEAD, key, iv, { authTagLength: 16 });
-      for (const piece of sealed) d.update(piece);
-      d.setAuthTag(tag);
-      d.final();
-    }),
+  let nonce = new Uint8Array(12);
+  const aad = new Uint8Array(4);
+  const sealed = new Uint8Array(pageBytes);
+  const tag = new Uint8Array(16);
+  const pass = (f: (at: number) => void) => {
+    for (let at = 0; at < pageBytes; at += SLICE_BYTES) f(at);
   };
+  const sealGBs = time(() => {
+    nonce = new Uint8Array(12);
+    new DataView(nonce.buffer).setUint32(4, seq++, true);
+    sealer.start(nonce, aad);
+    pass((at) => sealer.update(page.subarray(at, at + SLICE_BYTES), sealed, at));
+    sealer.finishSeal(tag);
+  });
+  const opened = new Uint8Array(pageBytes);
+  const openGBs = time(() => {
+    opener.start(nonce, aad);
+    pass((at) => opener.update(sealed.subarray(at, at + SLICE_BYTES), opened, at));
+    if (!opener.finishOpen(tag)) throw new Error('the bench could not open its own frame');
+  });
+  sealer.dispose();
+  opener.dispose();
+  return { checksumGBs: time(() => checksum.of(page)), sealGBs, openGBs };
 }
 
 /**
  * What one core a side allows: each side makes one AEAD pass and one XXH64 pass over every byte, on top of what the
  * plain socket costs that side (its CPU in the raw run). The copies in between are left out, so no build reaches it.
  */
-function oneCoreBound(
-  bytes: number,
-  hashes: { checksumGBs: number; sealGBs: number; openGBs: number },
-  rawSenderMs: number,
-  rawReceiverMs: number,
-): number {
+function oneCoreBound(bytes: number, hashes: SingleCore, rawSenderMs: number, rawReceiverMs: number): number {
   const passMs = (gbs: number) => (bytes / (gbs * 1e9)) * 1e3;
   const senderMs = passMs(hashes.sealGBs) + passMs(hashes.checksumGBs) + rawSenderMs;
   const receiverMs = passMs(hashes.openGBs) + passMs(hashes.checksumGBs) + rawReceiverMs;
   return bytes / (Math.max(senderMs, receiverMs) / 1e3) / 1e9;
 }
 
+/** One implementation's transfers: wall time and each side's CPU, per run. */
+interface Measured {
+  ms: number[];
+  sender: number[];
+  receiver: number[];
+  /** share of the transfer's wall time the receiver's event loop was busy (not waiting for bytes) */
+  receiverBusy: number[];
+}
+
 async function parent(args: Args): Promise<void> {
-  const checksum = await createPageChecksum();
   const secret = new Uint8Array(randomBytes(32));
-  const transport = new TcpTransport({ secret, clock: systemClock, handshakeTimeoutMs: 5_000 });
-  const receiver = new TransferReceiver({ checksum, clock: systemClock, idleTimeoutMs: 10_000 });
-  const listener = await transport.listen('127.0.0.1:0', (c) => receiver.accept(c));
+  const kinds = AEAD_KINDS.filter((k) => k !== 'native' || sharedAddon() !== null);
+  if (!kinds.includes('native')) console.log('bench:transfer: the native addon is not built; node:crypto only');
+  const checksums = new Map<AeadKind, PageChecksum>();
+  const receivers = new Map<AeadKind, TransferReceiver>();
+  const listeners = new Map<AeadKind, TransferListener>();
+  for (const aead of kinds) {
+    const checksum = await checksumOf(aead);
+    const receiver = new TransferReceiver({ checksum, clock: systemClock, idleTimeoutMs: 10_000 });
+    const transport = new TcpTransport({ secret, clock: systemClock, handshakeTimeoutMs: 5_000, aead });
+    checksums.set(aead, checksum);
+    receivers.set(aead, receiver);
+    listeners.set(aead, await transport.listen('127.0.0.1:0', (c) => receiver.accept(c)));
+  }
   const arena = new Uint8Array(args.pages * args.pageBytes); // the decode pool's pages
   // A serving pool's pages are mapped once it has used them (freeing scrubs a page, so it stays touched); PagePool does
   // not touch its arena when created, so only the first transfers into fresh pages pay first-touch faults. The bench
@@ -136,17 +171,12 @@ async function parent(args: Args): Promise<void> {
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--child'], { stdio: 'inherit' });
   const fromChild = () => new Promise<string>((resolve) => child.once('message', (m) => resolve(String(m))));
   const bytes = args.pages * args.pageBytes;
-  const transferMs: number[] = [];
-  const rawMs: number[] = [];
-  const cpu = {
-    sender: [] as number[],
-    receiver: [] as number[],
-    /** share of the transfer's wall time the receiver's event loop was busy (not waiting for bytes) */
-    receiverBusy: [] as number[],
-    rawSender: [] as number[],
-    rawReceiver: [] as number[],
-  };
-  for (let run = 0; run < args.runs + 1; run++) {
+  const measured = new Map<AeadKind, Measured>(
+    kinds.map((k) => [k, { ms: [], sender: [], receiver: [], receiverBusy: [] }]),
+  );
+  const raw = { ms: [] as number[], sender: [] as number[], receiver: [] as number[] };
+  let epoch = 0;
+  const transfer = async (aead: AeadKind, keep: boolean) => {
     let open = true;
     const sink: KvPageSink = {
       pageCount: args.pages,
@@ -159,10 +189,11 @@ async function parent(args: Args): Promise<void> {
         arena.fill(0);
       },
     };
-    const handle = receiver.expect({
-      request: `bench-${run}`,
+    epoch++;
+    const handle = receivers.get(aead)!.expect({
+      request: `bench-${epoch}`,
       tenant: 'bench',
-      epoch: run,
+      epoch,
       tokenCount: args.pages * PAGE_SIZE_TOKENS,
       pageSizeTokens: PAGE_SIZE_TOKENS,
       sink,
@@ -173,7 +204,8 @@ async function parent(args: Args): Promise<void> {
     const loop0 = performance.eventLoopUtilization();
     child.send({
       cmd: 'transfer',
-      address: listener.address,
+      aead,
+      address: listeners.get(aead)!.address,
       secret: [...secret],
       ticket: { ...handle.ticket, nonce: [...handle.ticket.nonce] },
     } satisfies ToChild);
@@ -182,8 +214,15 @@ async function parent(args: Args): Promise<void> {
     const c1 = cpuMs();
     const busy = performance.eventLoopUtilization(loop0).utilization;
     const reply = await fromChild();
-    if (outcome.state !== 'COMMITTED') throw new Error(`transfer failed: ${outcome.state} ${reply}`);
-    const senderCpu = childCpuMs(reply);
+    if (outcome.state !== 'COMMITTED') throw new Error(`transfer (${aead}) failed: ${outcome.state} ${reply}`);
+    const m = measured.get(aead)!;
+    if (!keep) return;
+    m.ms.push(t1 - t0);
+    m.sender.push(childCpuMs(reply));
+    m.receiver.push(c1 - c0);
+    m.receiverBusy.push(busy);
+  };
+  const rawPass = async (keep: boolean) => {
     rawExpected = bytes;
     const rawFinished = new Promise<void>((r) => {
       rawDone = r;
@@ -194,61 +233,90 @@ async function parent(args: Args): Promise<void> {
     await rawFinished;
     const r1 = performance.now();
     const rc1 = cpuMs();
-    const rawSenderCpu = childCpuMs(await fromChild());
-    if (run > 0) {
-      // run 0 warms up both paths
-      transferMs.push(t1 - t0);
-      rawMs.push(r1 - r0);
-      cpu.sender.push(senderCpu);
-      cpu.receiver.push(c1 - c0);
-      cpu.receiverBusy.push(busy);
-      cpu.rawSender.push(rawSenderCpu);
-      cpu.rawReceiver.push(rc1 - rc0);
-    }
+    const senderCpu = childCpuMs(await fromChild());
+    if (!keep) return;
+    raw.ms.push(r1 - r0);
+    raw.sender.push(senderCpu);
+    raw.receiver.push(rc1 - rc0);
+  };
+  for (let run = 0; run < args.runs + 1; run++) {
+    // run 0 warms up every path; the order turns each run so neither implementation always goes first
+    const order = run % 2 === 0 ? kinds : [...kinds].reverse();
+    for (const aead of order) await transfer(aead, run > 0);
+    await rawPass(run > 0);
   }
   child.send({ cmd: 'exit' } satisfies ToChild);
-  const hashes = hashThroughput(checksum, args.pageBytes);
   const gbs = (ms: number) => bytes / (ms / 1e3) / 1e9;
-  const t = median(transferMs);
-  const raw = median(rawMs);
+  const side = (ms: number) => `${ms.toFixed(0)} ms (${gbs(ms).toFixed(2)} GB/s a core)`;
+  const rawMs = median(raw.ms);
+  const rawSenderMs = median(raw.sender);
+  const rawReceiverMs = median(raw.receiver);
   console.log(
     `KV transfer over TCP loopback: ${args.pages} pages × ${args.pageBytes} B = ${(bytes / 2 ** 20).toFixed(0)} MiB, median of ${args.runs} runs`,
   );
+  for (const aead of kinds) {
+    const t = median(measured.get(aead)!.ms);
+    console.log(
+      `  kvfence transfer (xxh64 checksums, ${AEAD} frames, auth; ${LABELS[aead].padEnd(25)}): ${t.toFixed(1).padStart(7)} ms  ${(args.pages / (t / 1e3)).toFixed(0)} pages/s  ${gbs(t).toFixed(2)} GB/s`,
+    );
+  }
   console.log(
-    `  kvfence transfer (xxh64 checksums, ${AEAD} frames, auth):         ${t.toFixed(1)} ms  ${(args.pages / (t / 1e3)).toFixed(0)} pages/s  ${gbs(t).toFixed(2)} GB/s`,
+    `  raw TCP, same bytes, plain socket:                                                           ${rawMs.toFixed(1).padStart(7)} ms  ${(args.pages / (rawMs / 1e3)).toFixed(0)} pages/s  ${gbs(rawMs).toFixed(2)} GB/s`,
+  );
+  const best = kinds[0]!;
+  const bestMs = median(measured.get(best)!.ms);
+  console.log(
+    `  ratio transfer / raw: ${kinds.map((k) => `${(rawMs / median(measured.get(k)!.ms)).toFixed(2)} (${LABELS[k]})`).join(', ')}`,
+  );
+  if (kinds.length === 2) {
+    const pairs = measured.get('native')!.ms.map((ms, i) => measured.get('node:crypto')!.ms[i]! / ms);
+    console.log(
+      `  native addon ÷ node:crypto + xxhash-wasm, transfer speed: ${median(pairs).toFixed(2)}× (median of the runs' pairs: ${pairs.map((x) => x.toFixed(2)).join(' ')})`,
+    );
+  }
+  const cores = new Map(kinds.map((k) => [k, singleCore(checksums.get(k)!, args.pageBytes, k)] as const));
+  for (const k of kinds) {
+    const c = cores.get(k)!;
+    console.log(
+      `  single core, ${LABELS[k]}: xxh64 ${c.checksumGBs.toFixed(2)} GB/s, ${AEAD} seal ${c.sealGBs.toFixed(2)} GB/s, open ${c.openGBs.toFixed(2)} GB/s`,
+    );
+  }
+  for (const aead of kinds) {
+    const m = measured.get(aead)!;
+    console.log(
+      `  CPU a side (medians), ${LABELS[aead]}: transfer sender ${side(median(m.sender))}, receiver ${side(median(m.receiver))}; ` +
+        `receiver busy ${(100 * median(m.receiverBusy)).toFixed(0)} % of the time`,
+    );
+  }
+  console.log(`  CPU a side (medians), raw: sender ${side(rawSenderMs)}, receiver ${side(rawReceiverMs)}`);
+  const bound = oneCoreBound(bytes, cores.get(best)!, rawSenderMs, rawReceiverMs);
+  console.log(
+    `  bound with one core a side (${LABELS[best]}: an AEAD pass + an xxh64 pass + the raw socket's CPU, per side): ` +
+      `${bound.toFixed(2)} GB/s = ${(bound / gbs(rawMs)).toFixed(2)}× raw; the transfer reaches ${(gbs(bestMs) / bound).toFixed(2)} of it`,
   );
   console.log(
-    `  raw TCP, same bytes, plain socket:                                       ${raw.toFixed(1)} ms  ${(args.pages / (raw / 1e3)).toFixed(0)} pages/s  ${gbs(raw).toFixed(2)} GB/s`,
+    `  runs (ms): ${kinds
+      .map(
+        (k) =>
+          `${LABELS[k]} ${measured
+            .get(k)!
+            .ms.map((x) => x.toFixed(0))
+            .join(' ')}`,
+      )
+      .join(' | ')} | raw ${raw.ms.map((x) => x.toFixed(0)).join(' ')}`,
   );
-  console.log(`  ratio transfer / raw: ${(gbs(t) / gbs(raw)).toFixed(2)}`);
-  console.log(
-    `  single core: xxh64 ${hashes.checksumGBs.toFixed(2)} GB/s, ${AEAD} seal ${hashes.sealGBs.toFixed(2)} GB/s, open ${hashes.openGBs.toFixed(2)} GB/s`,
-  );
-  const side = (ms: number) => `${ms.toFixed(0)} ms (${gbs(ms).toFixed(2)} GB/s a core)`;
-  const rawSenderMs = median(cpu.rawSender);
-  const rawReceiverMs = median(cpu.rawReceiver);
-  console.log(
-    `  CPU a side (medians): transfer sender ${side(median(cpu.sender))}, receiver ${side(median(cpu.receiver))}; ` +
-      `raw sender ${side(rawSenderMs)}, receiver ${side(rawReceiverMs)}; ` +
-      `transfer receiver busy ${(100 * median(cpu.receiverBusy)).toFixed(0)} % of the time`,
-  );
-  const bound = oneCoreBound(bytes, hashes, rawSenderMs, rawReceiverMs);
-  console.log(
-    `  bound with one core a side (an AEAD pass + an xxh64 pass + the raw socket's CPU, per side): ` +
-      `${bound.toFixed(2)} GB/s = ${(bound / gbs(raw)).toFixed(2)}× raw; the transfer reaches ${(gbs(t) / bound).toFixed(2)} of it`,
-  );
-  console.log(
-    `  runs (ms): transfer ${transferMs.map((x) => x.toFixed(0)).join(' ')} | raw ${rawMs.map((x) => x.toFixed(0)).join(' ')}`,
-  );
-  receiver.close();
-  await listener.close();
+  for (const r of receivers.values()) r.close();
+  for (const l of listeners.values()) await l.close();
   rawServer.close();
 }
 
 async function childMain(): Promise<void> {
-  const checksum = await createPageChecksum();
+  const checksums = new Map<AeadKind, PageChecksum>();
+  for (const aead of AEAD_KINDS) {
+    if (aead !== 'native' || sharedAddon() !== null) checksums.set(aead, await checksumOf(aead));
+  }
   let source: (KvPageSource & { all: Uint8Array }) | undefined;
-  const sourceFor = (pages: number, pageBytes: number) => {
+  const sourceFor = (pages: number, pageBytes: number, checksum: PageChecksum) => {
     if (source?.pageCount !== pages || source.pageBytes !== pageBytes) {
       const all = new Uint8Array(randomBytes(pages * pageBytes));
       const pageView = (i: number) => all.subarray(i * pageBytes, (i + 1) * pageBytes);
@@ -265,16 +333,18 @@ async function childMain(): Promise<void> {
         secret: new Uint8Array(m.secret),
         clock: systemClock,
         handshakeTimeoutMs: 5_000,
+        aead: m.aead,
       });
       try {
         const channel = await transport.connect(m.address);
+        const checksum = checksums.get(m.aead)!;
         const sender = new TransferSender(channel, ticket, {
           checksum,
           clock: systemClock,
           deadlineMs: 600_000,
           idleTimeoutMs: 10_000,
         });
-        const pages = sourceFor(ticket.pageCount, ticket.pageBytes);
+        const pages = sourceFor(ticket.pageCount, ticket.pageBytes, checksum);
         const c0 = cpuMs();
         await sender.send(pages, [{ id: 1, logprob: -1, top: [] }]);
         process.send?.(`ok ${cpuMs() - c0}`);

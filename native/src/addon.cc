@@ -15,15 +15,17 @@
 #include <sys/mman.h>
 #endif
 
+#include "aead.h"
 #include "dispatch.h"
 #include "kernels.h"
 #include "thread-pool.h"
+#include "xxh64.h"
 
 namespace kvf {
 namespace {
 
 // Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
-constexpr int32_t kAbiVersion = 5;
+constexpr int32_t kAbiVersion = 6;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
@@ -741,8 +743,21 @@ Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, 0);
 }
 
+// XXH64 (seed 0) of a Uint8Array, as a BigInt: the transfer's page checksum, read where the page lies
+Napi::Value Xxh64(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() != 1 || !info[0].IsTypedArray() ||
+      info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+    throwType(env, "xxh64 takes one Uint8Array");
+  }
+  auto bytes = info[0].As<Napi::Uint8Array>();
+  return Napi::BigInt::New(env, xxh64(bytes.Data(), bytes.ByteLength()));
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Context", Context::Define(env));
+  exports.Set("Gcm", DefineGcm(env));
+  exports.Set("xxh64", Napi::Function::New<Xxh64>(env, "xxh64"));
   exports.Set("adviseHugePages", Napi::Function::New<AdviseHugePages>(env, "adviseHugePages"));
   exports.Set("abiVersion", Napi::Number::New(env, kAbiVersion));
   return exports;

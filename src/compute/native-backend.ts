@@ -29,7 +29,7 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 5;
+const ADDON_ABI_VERSION = 6;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
@@ -124,7 +124,23 @@ export interface NativeAddon {
   Context: new (threadCount: number) => NativeContext;
   /** madvise(MADV_HUGEPAGE) over the buffer's 2 MiB-aligned interior; the bytes advised (0: none, or no THP) */
   adviseHugePages(buffer: ArrayBuffer): number;
+  /** XXH64 with seed 0 (native/src/xxh64.cc; the transfer's page checksum, transfer/page-checksum.ts) */
+  xxh64(bytes: Uint8Array): bigint;
+  /** AES-256-GCM over caller-owned buffers (native/src/aead.cc; used through wire/frame-aead.ts) */
+  Gcm: new (
+    key: Uint8Array,
+    seal: boolean,
+  ) => NativeGcm;
   abiVersion: number;
+}
+
+/** The addon's Gcm class (native/src/aead.cc): one direction's AES-256-GCM, a frame at a time. */
+export interface NativeGcm {
+  start(nonce: Uint8Array, aad: Uint8Array): void;
+  update(input: Uint8Array, output: Uint8Array, at: number): void;
+  finishSeal(tag: Uint8Array): void;
+  finishOpen(tag: Uint8Array): boolean;
+  dispose(): void;
 }
 
 export interface NativeBackendOptions {
@@ -144,6 +160,24 @@ export function loadAddon(path: string = DEFAULT_ADDON_PATH): NativeAddon {
     );
   }
   return addon as NativeAddon;
+}
+
+let shared: NativeAddon | null | undefined;
+
+/**
+ * The addon at its default path, loaded once, for those who use it where they can and do without it elsewhere (the
+ * weight arena's huge pages, the secure channel's AEAD); null when it cannot load (selectBackend says why when the
+ * native backend is asked for).
+ */
+export function sharedAddon(): NativeAddon | null {
+  if (shared === undefined) {
+    try {
+      shared = loadAddon();
+    } catch {
+      shared = null;
+    }
+  }
+  return shared;
 }
 
 /**

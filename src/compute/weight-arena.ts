@@ -9,7 +9,7 @@
  * in memory with the rest. Measured in docs/native.md ("Weights on huge pages").
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { loadAddon, type NativeAddon } from './native-backend.js';
+import { sharedAddon } from './native-backend.js';
 
 const THP_ENABLED = '/sys/kernel/mm/transparent_hugepage/enabled';
 const THP_PAGE_BYTES = '/sys/kernel/mm/transparent_hugepage/hpage_pmd_size';
@@ -25,19 +25,6 @@ export function thpUsable(): boolean {
   );
 }
 
-let addon: NativeAddon | null | undefined;
-
-function nativeAddon(): NativeAddon | null {
-  if (addon === undefined) {
-    try {
-      addon = loadAddon();
-    } catch {
-      addon = null; // selectBackend says why when the native backend is asked for
-    }
-  }
-  return addon;
-}
-
 export interface WeightArena {
   buffer: ArrayBuffer;
   /** the part advised onto huge pages */
@@ -49,5 +36,5 @@ let usable: boolean | undefined;
 export function allocateWeightArena(bytes: number): WeightArena {
   const buffer = new ArrayBuffer(bytes);
   usable ??= thpUsable();
-  return { buffer, hugePageBytes: usable ? (nativeAddon()?.adviseHugePages(buffer) ?? 0) : 0 };
+  return { buffer, hugePageBytes: usable ? (sharedAddon()?.adviseHugePages(buffer) ?? 0) : 0 };
 }

@@ -1,17 +1,26 @@
 /**
- * Per-page checksum: XXH64 (xxhash-wasm), ~8.5 GB/s on one core here (docs/protocol.md), so a page costs far less to
- * check than to move. It guards against corruption between the pools (a bug, a bad copy, a bad buffer), not against an
- * attacker: the secure channel's MAC does that. Loading the WebAssembly module is async, so a checksum is made once
- * at startup and passed to whoever needs it (no module-global state).
+ * Per-page checksum: XXH64 with seed 0, so a page costs far less to check than to move. It guards against corruption
+ * between the pools (a bug, a bad copy, a bad buffer), not against an attacker: the secure channel's MAC does that.
+ * Computed by the native addon where it is built (native/src/xxh64.cc: it reads the page where it lies, ~2× the speed
+ * of copying it into WebAssembly memory first, docs/protocol.md §8), else by xxhash-wasm; the same values either way
+ * (page-checksum.test.ts), so the two sides of a transfer need not agree on which. Loading the WebAssembly module is
+ * async, so a checksum is made once at startup and passed to whoever needs it (no module-global state).
  */
 import xxhash from 'xxhash-wasm';
+import { sharedAddon } from '../compute/native-backend.js';
 
 export interface PageChecksum {
   readonly name: string;
+  /** which implementation computes it */
+  readonly by: 'native' | 'wasm';
   of(bytes: Uint8Array): bigint;
 }
 
-export async function createPageChecksum(): Promise<PageChecksum> {
+/** XXH64 by the addon where it loads, else by xxhash-wasm; `by` forces one (tests, the bench). */
+export async function createPageChecksum(by?: PageChecksum['by']): Promise<PageChecksum> {
+  const addon = by === 'wasm' ? null : sharedAddon();
+  if (addon !== null) return { name: 'xxh64', by: 'native', of: (bytes) => addon.xxh64(bytes) };
+  if (by === 'native') throw new Error('the native checksum needs the native addon (npm run build:native)');
   const api = await xxhash();
-  return { name: 'xxh64', of: (bytes) => api.h64Raw(bytes) };
+  return { name: 'xxh64', by: 'wasm', of: (bytes) => api.h64Raw(bytes) };
 }

@@ -58,5 +58,5 @@ export class MemoryTransport implements TransferTransport {
 }
 
 function authOptions(options: TransportOptions) {
-  return { secret: options.secret, timeoutMs: options.handshakeTimeoutMs, clock: options.clock };
+  return { secret: options.secret, timeoutMs: options.handshakeTimeoutMs, clock: options.clock, aead: options.aead };
 }

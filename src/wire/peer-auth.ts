@@ -22,6 +22,7 @@ import { assert } from '../util/assert.js';
 import type { Clock } from '../util/clock.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream } from './byte-stream.js';
+import type { AeadKind } from './frame-aead.js';
 import { SecureChannel } from './secure-channel.js';
 
 const MAGIC = [0x4b, 0x56, 0x46, 0x41]; // "KVFA"
@@ -41,6 +42,8 @@ export interface PeerAuthOptions {
   /** the whole handshake must finish within this */
   timeoutMs: number;
   clock: Clock;
+  /** which implementation seals and opens the channel's frames (the same bytes either way; default: native if built) */
+  aead?: AeadKind | undefined;
 }
 
 function message(...parts: Uint8Array[]): Uint8Array {
@@ -101,7 +104,7 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
       const other: PeerRole = role === 'initiator' ? 'responder' : 'initiator';
       const sendKey = sessionKey(secret, nonceI, nonceR, role);
       const receiveKey = sessionKey(secret, nonceI, nonceR, other);
-      resolve(new SecureChannel(stream, sendKey, receiveKey, leftover));
+      resolve(new SecureChannel(stream, sendKey, receiveKey, leftover, options.aead));
     };
     const onMessage = (m: Uint8Array, rest: Uint8Array) => {
       for (let i = 0; i < MAGIC.length; i++) if (m[i] !== MAGIC[i]) return fail('not a kvfence peer');

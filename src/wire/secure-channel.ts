@@ -17,39 +17,37 @@
  * AES-256-GCM rather than ChaCha20-Poly1305 (since version 3 of the handshake): the AEAD is most of a transfer's CPU on both
  * sides, and GCM runs on the AES and carry-less-multiply instructions of every x86-64 and arm64 server this runs on
  * (a little faster than ChaCha20-Poly1305 on x86-64 with node 20's OpenSSL 3.0, several times faster on arm64 and with
- * the VAES code of newer OpenSSL). docs/protocol.md §8 has the figures.
+ * the VAES code of newer OpenSSL). The cipher is node's own OpenSSL, called through the native addon where it is
+ * built (frame-aead.ts): a frame is sealed straight into the buffer that goes on the wire and each read opened straight
+ * into the frame's plaintext, with no allocation per call. docs/protocol.md §8 has the figures.
  */
-import { createCipheriv, createDecipheriv, type DecipherGCM } from 'node:crypto';
 import { TransferError } from '../transfer/transfer-error.js';
 import { assert } from '../util/assert.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream } from './byte-stream.js';
+import { type AeadKind, createFrameAead, type FrameAead, KEY_BYTES, NONCE_BYTES, TAG_BYTES } from './frame-aead.js';
 import type { FrameChannel, FrameChannelHandlers } from './frame-channel.js';
 
-export const TAG_BYTES = 16;
 const LENGTH_BYTES = 4;
-const KEY_BYTES = 32;
-/** the AEAD of every frame (bench/transfer.ts names and measures it); peer-auth.ts's version names it */
-export const AEAD = 'aes-256-gcm';
 
 /**
- * Ciphers run over pieces of at most this size: node:crypto allocates each output, and outputs this small come from
- * the heap's free lists instead of fresh pages (a 1 MiB output per page costs page faults on both sides), while each
- * call still covers enough bytes that its fixed cost is small (measured, AES-256-GCM on one core: 32 KiB 3.2 GB/s,
- * 64 KiB 3.5, 128 KiB 3.8, 256 KiB 3.7, 1 MiB 3.0). Received pieces are the socket's reads (at most 64 KiB).
+ * Ciphers run over pieces of at most this size. node:crypto (without the addon) allocates each output, and outputs
+ * this small come from the heap's free lists instead of fresh pages, while each call still covers enough bytes that
+ * its fixed cost is small (measured, AES-256-GCM on one core: 32 KiB 3.2 GB/s, 64 KiB 3.5, 128 KiB 3.8, 256 KiB 3.7,
+ * 1 MiB 3.0); the native AEAD runs 128 KiB pieces as fast as whole pages. Received pieces are the socket's reads (at
+ * most 64 KiB).
  */
 export const SLICE_BYTES = 128 * 1024;
 
 function sealNonce(seq: number): Uint8Array {
-  const nonce = new Uint8Array(12);
+  const nonce = new Uint8Array(NONCE_BYTES);
   new DataView(nonce.buffer).setBigUint64(4, BigInt(seq), true);
   return nonce;
 }
 
-/** A received frame whose length is read and whose tag is not yet checked. */
+/** A received frame whose length is read and whose tag is not yet checked (its opening has started). */
 interface OpeningFrame {
   readonly length: number;
-  readonly decipher: DecipherGCM;
   /** ciphertext bytes still to come */
   cipherLeft: number;
   /** plaintext bytes written into the buffer so far */
@@ -71,14 +69,20 @@ export class SecureChannel implements FrameChannel {
   private closeError: TransferError | undefined;
   private isClosed = false;
   private closeReported = false;
+  private readonly sealer: FrameAead;
+  private readonly opener: FrameAead;
 
+  /** `aead` forces an implementation of the AEAD (tests, the bench); by default the native one where it loads */
   constructor(
     private readonly stream: ByteStream,
-    private readonly sendKey: Uint8Array,
-    private readonly receiveKey: Uint8Array,
+    sendKey: Uint8Array,
+    receiveKey: Uint8Array,
     leftover: Uint8Array | undefined,
+    aead?: AeadKind | undefined,
   ) {
     assert(sendKey.byteLength === KEY_BYTES && receiveKey.byteLength === KEY_BYTES, 'session keys are 32 bytes');
+    this.sealer = createFrameAead(sendKey, true, aead);
+    this.opener = createFrameAead(receiveKey, false, aead);
     if (leftover !== undefined && leftover.byteLength > 0) this.push(leftover);
     stream.setHandlers({
       data: (bytes) => {
@@ -102,21 +106,42 @@ export class SecureChannel implements FrameChannel {
     let length = 0;
     for (const p of parts) length += p.byteLength;
     assert(length >= 1 && length <= LIMITS.transferFrameBytesMax, `frame of ${length} bytes`);
-    const header = new Uint8Array(LENGTH_BYTES);
-    new DataView(header.buffer).setUint32(0, length, true);
     // a nonce must never repeat under a key; 2^53 frames on one connection would take centuries
     assert(this.sendSeq < Number.MAX_SAFE_INTEGER, 'frame counter exhausted');
-    const cipher = createCipheriv(AEAD, this.sendKey, sealNonce(this.sendSeq++), { authTagLength: TAG_BYTES });
-    cipher.setAAD(header, { plaintextLength: length });
-    const sealed: Uint8Array[] = [header];
-    for (const p of parts) {
-      for (let at = 0; at < p.byteLength; at += SLICE_BYTES)
-        sealed.push(cipher.update(p.subarray(at, at + SLICE_BYTES)));
+    let sealed: Uint8Array;
+    try {
+      sealed = this.seal(parts, length);
+    } catch (error) {
+      // the frame's nonce is spent and nothing went out: no later frame could pass the peer's tag check, so the
+      // channel ends here rather than at the peer
+      this.fail(new TransferError('connection_closed', `sealing frame ${this.sendSeq - 1} failed: ${String(error)}`));
+      throw error;
     }
-    sealed.push(cipher.final(), cipher.getAuthTag());
-    const ok = this.stream.write(sealed);
+    const ok = this.stream.write([sealed]);
     if (!ok) this.needDrain = true;
     return ok;
+  }
+
+  /**
+   * The next frame as it goes on the wire: length prefix, ciphertext, tag. Uninitialised memory (a zero fill would be a
+   * third pass over every page), so every byte is written here before the frame leaves (asserted).
+   */
+  private seal(parts: readonly Uint8Array[], length: number): Uint8Array {
+    const sealed = Buffer.allocUnsafe(LENGTH_BYTES + length + TAG_BYTES);
+    const header = sealed.subarray(0, LENGTH_BYTES);
+    new DataView(sealed.buffer, sealed.byteOffset).setUint32(0, length, true);
+    this.sealer.start(sealNonce(this.sendSeq++), header);
+    let at = LENGTH_BYTES;
+    for (const p of parts) {
+      for (let from = 0; from < p.byteLength; from += SLICE_BYTES) {
+        const piece = p.subarray(from, from + SLICE_BYTES);
+        this.sealer.update(piece, sealed, at);
+        at += piece.byteLength;
+      }
+    }
+    assert(at === LENGTH_BYTES + length, 'the frame is sealed whole');
+    this.sealer.finishSeal(sealed.subarray(at));
+    return sealed;
   }
 
   drained(timeoutMs: number): Promise<void> {
@@ -195,14 +220,11 @@ export class SecureChannel implements FrameChannel {
       this.fail(new TransferError('frame_too_large', `sealed frame declares ${length} bytes`));
       return undefined;
     }
-    const decipher = createDecipheriv(AEAD, this.receiveKey, sealNonce(this.receiveSeq++), {
-      authTagLength: TAG_BYTES,
-    });
-    decipher.setAAD(header, { plaintextLength: length });
+    this.opener.start(sealNonce(this.receiveSeq++), header);
     if (this.plain.byteLength < length) {
       this.plain = new Uint8Array(Math.min(LIMITS.transferFrameBytesMax, Math.max(length, 2 * this.plain.byteLength)));
     }
-    this.opening = { length, decipher, cipherLeft: length, filled: 0 };
+    this.opening = { length, cipherLeft: length, filled: 0 };
     return this.opening;
   }
 
@@ -211,9 +233,8 @@ export class SecureChannel implements FrameChannel {
     const count = Math.min(frame.cipherLeft, this.bufferedBytes);
     try {
       this.consume(count, (piece) => {
-        const out = frame.decipher.update(piece);
-        this.plain.set(out, frame.filled);
-        frame.filled += out.byteLength;
+        this.opener.update(piece, this.plain, frame.filled);
+        frame.filled += piece.byteLength;
       });
     } catch {
       return this.failTag();
@@ -224,15 +245,7 @@ export class SecureChannel implements FrameChannel {
 
   /** Checks `frame`'s tag and that its whole plaintext came out; false (closed) when not. */
   private checkTag(frame: OpeningFrame, tag: Uint8Array): boolean {
-    try {
-      frame.decipher.setAuthTag(tag);
-      const rest = frame.decipher.final();
-      this.plain.set(rest, frame.filled);
-      frame.filled += rest.byteLength;
-    } catch {
-      return this.failTag();
-    }
-    return frame.filled === frame.length || this.failTag();
+    return (this.opener.finishOpen(tag) && frame.filled === frame.length) || this.failTag();
   }
 
   private failTag(): false {
@@ -278,6 +291,7 @@ export class SecureChannel implements FrameChannel {
       this.fail(error instanceof TransferError ? error : new TransferError('connection_closed', error.message));
     } else {
       this.isClosed = true;
+      this.forgetKeys();
       this.settleDrainWaiters(new TransferError('connection_closed', 'the peer closed the connection'));
       this.reportClose();
     }
@@ -291,9 +305,16 @@ export class SecureChannel implements FrameChannel {
     this.bufferedBytes = 0;
     this.opening = undefined;
     this.plain = new Uint8Array(0);
+    this.forgetKeys();
     this.settleDrainWaiters(error);
     this.stream.destroy(error);
     this.reportClose();
+  }
+
+  /** A closed channel seals and opens nothing more: both directions' keys go now rather than at garbage collection. */
+  private forgetKeys(): void {
+    this.sealer.dispose();
+    this.opener.dispose();
   }
 
   private settleDrainWaiters(error: TransferError): void {

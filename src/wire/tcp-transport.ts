@@ -82,8 +82,8 @@ export class TcpTransport implements TransferTransport {
 
   listen(address: string, onChannel: (channel: FrameChannel) => void): Promise<TransferListener> {
     const { host, port } = parseAddress(address);
-    const { secret, clock, handshakeTimeoutMs } = this.options;
-    const auth = { secret, clock, timeoutMs: Math.min(handshakeTimeoutMs, LIMITS.preAuthTimeoutMsMax) };
+    const { secret, clock, handshakeTimeoutMs, aead } = this.options;
+    const auth = { secret, clock, aead, timeoutMs: Math.min(handshakeTimeoutMs, LIMITS.preAuthTimeoutMsMax) };
     const gate = new ConnectionGate({
       preAuthMax: LIMITS.preAuthConnectionsMax,
       authenticatedMax: LIMITS.transferConnectionsMax,
@@ -158,6 +158,7 @@ export class TcpTransport implements TransferTransport {
         secret: this.options.secret,
         timeoutMs: Math.max(1, deadline - this.options.clock.nowMs()),
         clock: this.options.clock,
+        aead: this.options.aead,
       };
       return authenticate(this.options.wrapConnectStream?.(stream) ?? stream, 'initiator', auth);
     });

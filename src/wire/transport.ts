@@ -6,6 +6,7 @@
 
 import type { Clock } from '../util/clock.js';
 import type { ByteStream } from './byte-stream.js';
+import type { AeadKind } from './frame-aead.js';
 import type { FrameChannel } from './frame-channel.js';
 
 export interface TransferListener {
@@ -36,6 +37,11 @@ export interface TransportOptions {
   clock: Clock;
   /** failed handshakes on the listening side (strangers, replays), for logs and tests */
   onRefused?: (error: Error) => void;
+  /**
+   * which implementation seals and opens frames: the same bytes either way, so peers need not agree (wire/frame-aead.ts;
+   * default: the native one where the addon is built). The bench sets it to compare the two.
+   */
+  aead?: AeadKind;
   /**
    * Tests only, never set in production: wraps the connecting side's raw stream before the handshake (see
    * `withByteFaults` in fault-injection.ts). Absent means no wrapper.

@@ -1,0 +1,70 @@
+// XXH64 (seed 0) of a byte range, for the transfer's per-page checksums (src/transfer/page-checksum.ts). The same
+// values as xxhash-wasm, which stays the checksum where the addon is not built and is the oracle of the tests
+// (src/transfer/page-checksum.test.ts); computed here it reads the page where it lies, where xxhash-wasm first copies
+// every byte into its WebAssembly memory (docs/protocol.md §8).
+#include "xxh64.h"
+
+#include <cstdint>
+#include <cstring>
+
+namespace kvf {
+namespace {
+
+constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull;
+constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4Full;
+constexpr uint64_t kP3 = 0x165667B19E3779F9ull;
+constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ull;
+constexpr uint64_t kP5 = 0x27D4EB2F165667C5ull;
+
+inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+// little-endian loads, whatever the host (memcpy: no alignment assumed)
+inline uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__) v = __builtin_bswap64(v);
+  return v;
+}
+inline uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__) v = __builtin_bswap32(v);
+  return v;
+}
+inline uint64_t round(uint64_t acc, uint64_t input) { return rotl(acc + input * kP2, 31) * kP1; }
+inline uint64_t merge(uint64_t h, uint64_t lane) { return (h ^ round(0, lane)) * kP1 + kP4; }
+
+}  // namespace
+
+uint64_t xxh64(const uint8_t* p, size_t length) {
+  const uint8_t* const end = p + length;
+  uint64_t h;
+  if (length >= 32) {
+    // four lanes over 32-byte stripes
+    uint64_t v1 = kP1 + kP2, v2 = kP2, v3 = 0, v4 = 0 - kP1;
+    for (const uint8_t* last = end - 32; p <= last; p += 32) {
+      v1 = round(v1, load64(p));
+      v2 = round(v2, load64(p + 8));
+      v3 = round(v3, load64(p + 16));
+      v4 = round(v4, load64(p + 24));
+    }
+    h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+    h = merge(merge(merge(merge(h, v1), v2), v3), v4);
+  } else {
+    h = kP5;
+  }
+  h += static_cast<uint64_t>(length);
+  for (; end - p >= 8; p += 8) h = rotl(h ^ round(0, load64(p)), 27) * kP1 + kP4;
+  if (end - p >= 4) {
+    h = rotl(h ^ (static_cast<uint64_t>(load32(p)) * kP1), 23) * kP2 + kP3;
+    p += 4;
+  }
+  for (; p < end; p++) h = rotl(h ^ (*p * kP5), 11) * kP1;
+  h ^= h >> 33;
+  h *= kP2;
+  h ^= h >> 29;
+  h *= kP3;
+  h ^= h >> 32;
+  return h;
+}
+
+}  // namespace kvf
