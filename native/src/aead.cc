@@ -1,4 +1,4 @@
-// AES-256-GCM for the secure channel's frames (src/wire/native-aead.ts), through the OpenSSL that node itself carries:
+// AES-256-GCM for the secure channel's frames (src/wire/frame-aead.ts), through the OpenSSL that node itself carries:
 // node exports its libcrypto's symbols to addons and ships its headers beside node_api.h, so this is node:crypto's
 // own cipher, called without node:crypto's per-call allocations. Each call writes into a buffer the caller owns: a
 // receiver deciphers each socket read straight into the frame's plaintext buffer, a sender seals a frame's pages into
@@ -6,12 +6,13 @@
 //
 // One Gcm object per direction of a channel: the key is expanded once, and each frame re-initialises only its nonce
 // and AAD. The object is a small state machine (idle → started → idle) and refuses calls out of order; a tag that
-// fails leaves it idle with nothing further to give. `dispose` frees the context, and with it the expanded key
+// fails, or an update that throws, ends the frame (idle again: the next frame starts afresh). `dispose` frees the context, and with it the expanded key
 // (EVP_CIPHER_CTX_free cleanses it); the finalizer does the same for one nobody disposed.
 #include "aead.h"
 
 #include <openssl/evp.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -21,7 +22,7 @@ namespace {
 constexpr size_t kKeyBytes = 32;
 constexpr size_t kNonceBytes = 12;
 constexpr size_t kTagBytes = 16;
-// OpenSSL's lengths are ints: one call takes less than 2 GiB (frames are far smaller: LIMITS.transferFrameBytesMax)
+// OpenSSL's lengths are ints: one call takes at most 1 GiB here (frames are far smaller: LIMITS.transferFrameBytesMax)
 constexpr size_t kCallBytesMax = size_t{1} << 30;
 
 struct Bytes {
@@ -85,25 +86,33 @@ class Gcm : public Napi::ObjectWrap<Gcm> {
   }
 
   // update(input, output, at): the input's bytes, sealed or opened, into output[at, at + input.length); they may be
-  // the same bytes (in place)
+  // the same bytes (in place), but not overlap otherwise. A call that throws ends the frame.
   void Update(const Napi::CallbackInfo& info) {
     const Napi::Env env = info.Env();
     frame(env);
+    started_ = false;  // until this call has done its part
     if (info.Length() != 3 || !info[2].IsNumber()) throw Napi::TypeError::New(env, "update(input, output, at)");
     const Bytes in = bytesOf(env, info[0], "the input");
     const Bytes out = bytesOf(env, info[1], "the output");
     const double at = info[2].As<Napi::Number>().DoubleValue();
-    if (!(at >= 0) || at != static_cast<double>(static_cast<size_t>(at)) || static_cast<size_t>(at) > out.length ||
-        in.length > out.length - static_cast<size_t>(at)) {
+    // compared as doubles before any cast (a cast of an out-of-range double is undefined)
+    if (!(at >= 0) || at != std::floor(at) || at > static_cast<double>(out.length) ||
+        static_cast<double>(in.length) > static_cast<double>(out.length) - at) {
       throw Napi::RangeError::New(env, "the output has no room for the input at that offset");
     }
     if (in.length > kCallBytesMax) throw Napi::RangeError::New(env, "the input is too long for one call");
-    int n = 0;
     uint8_t* dst = out.data + static_cast<size_t>(at);
+    const auto from = reinterpret_cast<uintptr_t>(in.data);
+    const auto to = reinterpret_cast<uintptr_t>(dst);
+    if (from != to && from < to + in.length && to < from + in.length) {
+      throw Napi::RangeError::New(env, "the input and the output overlap (only the very same bytes may be both)");
+    }
+    int n = 0;
     const int len = static_cast<int>(in.length);
     const int ok = seal_ ? EVP_EncryptUpdate(ctx_, dst, &n, in.data, len) : EVP_DecryptUpdate(ctx_, dst, &n, in.data, len);
     // GCM is a stream mode: OpenSSL writes every byte it is given at once; anything else would misplace the next call
     if (ok != 1 || n != len) throw Napi::Error::New(env, "AES-256-GCM update failed");
+    started_ = true;
   }
 
   // finishSeal(tag: 16 bytes out): ends a sealed frame, writing its tag

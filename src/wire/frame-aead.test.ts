@@ -111,7 +111,7 @@ test('the native AEAD is the default where the addon is built, and works in plac
   assert.deepEqual(tag, expected.tag);
 });
 
-test('the native AEAD refuses calls out of order, outputs without room and use after dispose', () => {
+test('the native AEAD refuses calls out of order, outputs without room, overlaps and use after dispose', () => {
   const key = new Uint8Array(32);
   const nonce = new Uint8Array(12);
   const none = new Uint8Array(0);
@@ -120,15 +120,60 @@ test('the native AEAD refuses calls out of order, outputs without room and use a
   assert.throws(() => sealer.finishSeal(new Uint8Array(TAG_BYTES)), /no frame was started/);
   sealer.start(nonce, none);
   assert.throws(() => sealer.start(nonce, none), /started and not finished/);
-  assert.throws(() => sealer.update(new Uint8Array(4), new Uint8Array(6), 3), RangeError);
-  assert.throws(() => sealer.update(new Uint8Array(4), new Uint8Array(6), -1), RangeError);
-  assert.throws(() => sealer.update(new Uint8Array(4), new Uint8Array(6), 0.5), RangeError);
   assert.throws(() => sealer.finishOpen(new Uint8Array(TAG_BYTES)), /this Gcm seals/);
   assert.throws(() => sealer.finishSeal(new Uint8Array(8)), RangeError);
+  sealer.finishSeal(new Uint8Array(TAG_BYTES)); // the refusals above left the frame open
+  // each bad update throws and ends the frame, so the next one starts afresh
+  const buffer = new Uint8Array(64);
+  for (const [input, at] of [
+    [new Uint8Array(4), 3],
+    [new Uint8Array(4), -1],
+    [new Uint8Array(4), 0.5],
+    [new Uint8Array(4), Number.POSITIVE_INFINITY],
+    [new Uint8Array(4), 2 ** 64],
+    [buffer.subarray(0, 32), 16], // overlapping, not the same bytes
+  ] as const) {
+    sealer.start(nonce, none);
+    const output = input.buffer === buffer.buffer ? buffer : new Uint8Array(6);
+    assert.throws(() => sealer.update(input, output, at), RangeError, `at ${at}`);
+    assert.throws(() => sealer.update(new Uint8Array(1), new Uint8Array(1), 0), /no frame was started/);
+  }
+  sealer.start(nonce, none);
+  sealer.update(buffer.subarray(8, 40), buffer, 8); // the very same bytes: in place
   sealer.finishSeal(new Uint8Array(TAG_BYTES));
   sealer.dispose();
   assert.throws(() => sealer.start(nonce, none), /disposed/);
   sealer.dispose(); // twice is harmless
-  assert.throws(() => createFrameAead(new Uint8Array(16), true, 'native'), /32 bytes/);
+  const { Gcm } = loadAddon();
+  assert.throws(() => new Gcm(new Uint8Array(16), true), RangeError);
   assert.throws(() => createFrameAead(key, false, 'native').start(new Uint8Array(8), none), RangeError);
+});
+
+test('one AEAD a direction carries frame after frame, and a forged frame does not spoil the next', () => {
+  const key = new Uint8Array(32).fill(9);
+  const aad = new Uint8Array([1, 2, 3, 4]);
+  for (const kind of AEAD_KINDS) {
+    const sealer = createFrameAead(key, true, kind);
+    const opener = createFrameAead(key, false, kind);
+    for (let seq = 0; seq < 6; seq++) {
+      const nonce = new Uint8Array(12);
+      new DataView(nonce.buffer).setUint32(4, seq, true);
+      const plain = new Uint8Array(100 + 37 * seq).map((_, i) => i * seq);
+      const expected = seal('node:crypto', key, nonce, aad, plain, [plain.byteLength]);
+      const cipher = new Uint8Array(plain.byteLength);
+      const tag = new Uint8Array(TAG_BYTES);
+      sealer.start(nonce, aad);
+      sealer.update(plain, cipher, 0);
+      sealer.finishSeal(tag);
+      assert.deepEqual([cipher, tag], [expected.cipher, expected.tag], `${kind}, frame ${seq}`);
+      const opened = new Uint8Array(plain.byteLength);
+      const forged = seq % 2 === 1 ? new Uint8Array(tag).map((b, i) => (i === 0 ? b ^ 1 : b)) : tag;
+      opener.start(nonce, aad);
+      opener.update(cipher, opened, 0);
+      assert.equal(opener.finishOpen(forged), seq % 2 === 0, `${kind}, frame ${seq}`);
+      if (seq % 2 === 0) assert.deepEqual(opened, plain);
+    }
+    sealer.dispose();
+    opener.dispose();
+  }
 });

@@ -2,9 +2,10 @@
  * One direction's AES-256-GCM for the secure channel, a frame at a time, writing into buffers the caller owns: the
  * sender seals a frame's pages into the one buffer that goes on the wire, the receiver opens each socket read straight
  * into the frame's plaintext buffer. Two implementations give the same bytes (GCM is deterministic for a key, nonce
- * and AAD; test/wire/frame-aead.test.ts checks each against the other):
+ * and AAD; frame-aead.test.ts checks each against the other):
  * - `native`: the addon's Gcm (native/src/aead.cc), OpenSSL's EVP calls into node's own libcrypto, with no allocation
- *   per call; about twice node:crypto's speed here (docs/protocol.md §8);
+ *   per call; about twice node:crypto's speed here (docs/protocol.md §8). Only where node carries OpenSSL
+ *   (`process.versions.openssl`): the addon resolves those symbols from the running node when first called;
  * - `node:crypto`: createCipheriv per frame, each output copied into place; what runs when the addon is not built.
  */
 import { type CipherGCM, createCipheriv, createDecipheriv, type DecipherGCM } from 'node:crypto';
@@ -22,7 +23,7 @@ export interface FrameAead {
   readonly kind: AeadKind;
   /** begins a frame: its nonce (never repeated under this key) and its AAD */
   start(nonce: Uint8Array, aad: Uint8Array): void;
-  /** the input's bytes, sealed or opened, into output[at, at + input.byteLength) */
+  /** the input's bytes, sealed or opened, into output[at, at + input.byteLength); a call that throws ends the frame */
   update(input: Uint8Array, output: Uint8Array, at: number): void;
   /** ends a sealed frame, writing its tag (16 bytes) */
   finishSeal(tag: Uint8Array): void;
@@ -35,7 +36,7 @@ export interface FrameAead {
 /** The native AEAD when the addon loads, else node:crypto's; `kind` forces one (tests, the bench). */
 export function createFrameAead(key: Uint8Array, seal: boolean, kind?: AeadKind | undefined): FrameAead {
   assert(key.byteLength === KEY_BYTES, 'an AES-256-GCM key is 32 bytes');
-  const addon = kind === 'node:crypto' ? null : sharedAddon();
+  const addon = kind === 'node:crypto' || process.versions.openssl === undefined ? null : sharedAddon();
   if (addon !== null) return nativeAead(new addon.Gcm(key, seal));
   assert(kind !== 'native', 'the native AEAD needs the native addon (npm run build:native)');
   return new NodeAead(key, seal);
@@ -75,10 +76,13 @@ class NodeAead implements FrameAead {
   }
 
   update(input: Uint8Array, output: Uint8Array, at: number): void {
-    assert(this.cipher !== undefined, 'no frame was started');
-    const out = this.cipher.update(input);
+    const cipher = this.cipher;
+    assert(cipher !== undefined, 'no frame was started');
+    this.cipher = undefined; // until this call has done its part
+    const out = cipher.update(input);
     assert(out.byteLength === input.byteLength, 'GCM gives a byte for every byte');
     output.set(out, at);
+    this.cipher = cipher;
   }
 
   finishSeal(tag: Uint8Array): void {

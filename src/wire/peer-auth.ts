@@ -104,7 +104,10 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
       const other: PeerRole = role === 'initiator' ? 'responder' : 'initiator';
       const sendKey = sessionKey(secret, nonceI, nonceR, role);
       const receiveKey = sessionKey(secret, nonceI, nonceR, other);
-      resolve(new SecureChannel(stream, sendKey, receiveKey, leftover, options.aead));
+      const channel = new SecureChannel(stream, sendKey, receiveKey, leftover, options.aead);
+      sendKey.fill(0); // the channel's AEADs hold their own copies
+      receiveKey.fill(0);
+      resolve(channel);
     };
     const onMessage = (m: Uint8Array, rest: Uint8Array) => {
       for (let i = 0; i < MAGIC.length; i++) if (m[i] !== MAGIC[i]) return fail('not a kvfence peer');

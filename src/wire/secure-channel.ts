@@ -311,7 +311,11 @@ export class SecureChannel implements FrameChannel {
     this.reportClose();
   }
 
-  /** A closed channel seals and opens nothing more: both directions' keys go now rather than at garbage collection. */
+  /**
+   * A closed channel seals and opens nothing more: its AEADs drop their keys now rather than at garbage collection
+   * (the native one frees its context, which cleanses the expanded key; node:crypto's own cipher objects keep theirs
+   * until collected).
+   */
   private forgetKeys(): void {
     this.sealer.dispose();
     this.opener.dispose();
