@@ -11,8 +11,12 @@ export interface ByteStreamHandlers {
 }
 
 export interface ByteStream {
-  /** queues the chunks in order; false: the peer is behind, wait for `drain` before writing more */
-  write(chunks: readonly Uint8Array[]): boolean;
+  /**
+   * queues the chunks in order; false: the peer is behind, wait for `drain` before writing more. `released`, when
+   * given, is called once the stream holds none of the chunks' bytes any more, so the writer may reuse their memory;
+   * never, if the stream breaks first (a stream may also simply not call it)
+   */
+  write(chunks: readonly Uint8Array[], released?: () => void): boolean;
   /** closes after everything queued was delivered */
   end(): void;
   /** closes now; whatever is queued is dropped */

@@ -38,7 +38,7 @@ class MemoryEnd implements ByteStream {
     if (this.isClosed) this.reportClose();
   }
 
-  write(chunks: readonly Uint8Array[]): boolean {
+  write(chunks: readonly Uint8Array[], released?: () => void): boolean {
     if (this.isClosed || this.ending) return false;
     let size = 0;
     for (const c of chunks) size += c.byteLength;
@@ -55,6 +55,7 @@ class MemoryEnd implements ByteStream {
     }
     this.peer.inbox.push(copy);
     this.peer.schedule();
+    released?.(); // the pipe delivers its own copy
     const ok = this.inFlightBytes < this.highWaterBytes;
     if (!ok) this.needDrain = true;
     return ok;

@@ -38,6 +38,15 @@ const LENGTH_BYTES = 4;
  * most 64 KiB).
  */
 export const SLICE_BYTES = 128 * 1024;
+/**
+ * Sealed frames of at least this size (KV pages) go into buffers the stream has handed back, when one of the same size
+ * is spare: a fresh buffer of a page's size is fresh memory the kernel has to fault in and zero while the seal writes
+ * it, a few times the cipher's own cost with a fast AES-GCM (docs/protocol.md §8). Smaller frames come from node's
+ * buffer pool.
+ */
+const REUSED_FRAME_BYTES_MIN = 64 * 1024;
+/** spare sealed-frame buffers kept at most: a sender waits for `drain` after a page or two */
+const SPARE_FRAMES_MAX = 4;
 
 function sealNonce(seq: number): Uint8Array {
   const nonce = new Uint8Array(NONCE_BYTES);
@@ -71,6 +80,8 @@ export class SecureChannel implements FrameChannel {
   private closeReported = false;
   private readonly sealer: FrameAead;
   private readonly opener: FrameAead;
+  /** sealed frames' buffers the stream no longer holds (ciphertext only), for the next frames of their size */
+  private readonly spares: Uint8Array[] = [];
 
   /** `aead` forces an implementation of the AEAD (tests, the bench); by default the native one where it loads */
   constructor(
@@ -117,17 +128,21 @@ export class SecureChannel implements FrameChannel {
       this.fail(new TransferError('connection_closed', `sealing frame ${this.sendSeq - 1} failed: ${String(error)}`));
       throw error;
     }
-    const ok = this.stream.write([sealed]);
+    const reuse = sealed.byteLength >= REUSED_FRAME_BYTES_MIN;
+    const ok = this.stream.write([sealed], reuse ? () => this.spare(sealed) : undefined);
     if (!ok) this.needDrain = true;
     return ok;
   }
 
   /**
-   * The next frame as it goes on the wire: length prefix, ciphertext, tag. Uninitialised memory (a zero fill would be a
-   * third pass over every page), so every byte is written here before the frame leaves (asserted).
+   * The next frame as it goes on the wire: length prefix, ciphertext, tag. Uninitialised memory or an earlier frame's
+   * spare buffer of the same size (a zero fill would be a third pass over every page), so every byte is written here
+   * before the frame leaves (asserted).
    */
   private seal(parts: readonly Uint8Array[], length: number): Uint8Array {
-    const sealed = Buffer.allocUnsafe(LENGTH_BYTES + length + TAG_BYTES);
+    const size = LENGTH_BYTES + length + TAG_BYTES;
+    const spare = size >= REUSED_FRAME_BYTES_MIN ? this.spares.findIndex((b) => b.byteLength === size) : -1;
+    const sealed = spare >= 0 ? this.spares.splice(spare, 1)[0]! : Buffer.allocUnsafe(size);
     const header = sealed.subarray(0, LENGTH_BYTES);
     new DataView(sealed.buffer, sealed.byteOffset).setUint32(0, length, true);
     this.sealer.start(sealNonce(this.sendSeq++), header);
@@ -142,6 +157,11 @@ export class SecureChannel implements FrameChannel {
     assert(at === LENGTH_BYTES + length, 'the frame is sealed whole');
     this.sealer.finishSeal(sealed.subarray(at));
     return sealed;
+  }
+
+  /** A sealed frame's buffer the stream has let go of: kept for a later frame of its size, within the bound. */
+  private spare(buffer: Uint8Array): void {
+    if (!this.isClosed && this.spares.length < SPARE_FRAMES_MAX) this.spares.push(buffer);
   }
 
   drained(timeoutMs: number): Promise<void> {
@@ -291,6 +311,7 @@ export class SecureChannel implements FrameChannel {
       this.fail(error instanceof TransferError ? error : new TransferError('connection_closed', error.message));
     } else {
       this.isClosed = true;
+      this.spares.length = 0;
       this.forgetKeys();
       this.settleDrainWaiters(new TransferError('connection_closed', 'the peer closed the connection'));
       this.reportClose();
@@ -305,6 +326,7 @@ export class SecureChannel implements FrameChannel {
     this.bufferedBytes = 0;
     this.opening = undefined;
     this.plain = new Uint8Array(0);
+    this.spares.length = 0;
     this.forgetKeys();
     this.settleDrainWaiters(error);
     this.stream.destroy(error);

@@ -45,11 +45,17 @@ export function socketByteStream(socket: Socket): ByteStream {
       handlers = h;
       socket.resume();
     },
-    write(chunks) {
+    write(chunks, released) {
       if (socket.destroyed || socket.writableEnded) return false;
       socket.cork();
       let ok = true;
-      for (const c of chunks) ok = socket.write(c);
+      // a socket's write callbacks run in order, once the kernel has taken each chunk's bytes: the last one's says
+      // that node holds none of them any more (on an error the socket breaks, and nothing is handed back)
+      const last = chunks.length - 1;
+      chunks.forEach((c, i) => {
+        const done = i === last ? released : undefined;
+        ok = socket.write(c, done && ((error) => error ?? done()));
+      });
       socket.uncork();
       return ok;
     },

@@ -67,3 +67,35 @@ test('tcp: a frame that cannot be sealed ends the channel at once, and nothing o
   assert.deepEqual(received, [new Uint8Array([1, 2, 3])]);
   await listener.close();
 });
+
+test('tcp: many page-sized frames queued at once arrive intact (sealed buffers are reused only once written out)', {
+  timeout: 10_000,
+}, async () => {
+  const sent = Array.from({ length: 40 }, (_, i) => new Uint8Array(300_000).map((_, j) => (j * 13 + i) & 0xff));
+  const received: Uint8Array[] = [];
+  let arrived: () => void = () => {};
+  let broke: (e: Error) => void = () => {};
+  const all = new Promise<void>((resolve, reject) => {
+    arrived = resolve;
+    broke = reject;
+  });
+  const listener = await tcp()({ secret: SECRET }).listen('127.0.0.1:0', (c) =>
+    c.setHandlers({
+      frame: (b) => {
+        received.push(b.slice());
+        if (received.length === sent.length) arrived();
+      },
+      close: (e) => broke(e ?? new Error('closed early')),
+    }),
+  );
+  const client = await tcp()({ secret: SECRET }).connect(listener.address);
+  client.setHandlers({ frame: () => {}, close: () => {} });
+  try {
+    for (const frame of sent) client.send([frame]); // no waiting for drain: node queues them all
+    await all;
+    assert.deepEqual(received, sent);
+  } finally {
+    client.destroy();
+    await listener.close();
+  }
+});

@@ -1,0 +1,78 @@
+/**
+ * The sender's sealed-frame buffers: a page-sized frame goes out in a buffer the stream handed back from an earlier
+ * frame of its size, never in one the stream still holds, and what arrives is every frame intact.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { ByteStream, ByteStreamHandlers } from './byte-stream.js';
+import { SecureChannel } from './secure-channel.js';
+
+/** A stream that keeps what is written and hands buffers back only when told to. */
+function heldStream() {
+  const written: { bytes: Uint8Array; copy: Uint8Array; release: (() => void) | undefined }[] = [];
+  const stream: ByteStream = {
+    closed: false,
+    setHandlers: (_: ByteStreamHandlers) => {},
+    end: () => {},
+    destroy: () => {},
+    write(chunks, released) {
+      assert.equal(chunks.length, 1, 'a sealed frame is one buffer');
+      written.push({ bytes: chunks[0]!, copy: new Uint8Array(chunks[0]!), release: released });
+      return true;
+    },
+  };
+  return { stream, written };
+}
+
+const KEY = new Uint8Array(32).fill(1);
+const PAGE = 256 * 1024;
+
+test('a page-sized frame reuses only a buffer the stream has handed back, and small frames are never pooled', () => {
+  const { stream, written } = heldStream();
+  const channel = new SecureChannel(stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
+  const frame = (fill: number) => [new Uint8Array(PAGE).fill(fill)];
+  channel.send(frame(1));
+  channel.send(frame(2)); // the first is still held: a new buffer
+  assert.notEqual(written[1]!.bytes.buffer, written[0]!.bytes.buffer);
+  written[0]!.release!();
+  channel.send(frame(3)); // the first was handed back: its buffer again
+  assert.equal(written[2]!.bytes.buffer, written[0]!.bytes.buffer);
+  channel.send(frame(4)); // the second is still held, the first is out again
+  assert.notEqual(written[3]!.bytes.buffer, written[1]!.bytes.buffer);
+  assert.notEqual(written[3]!.bytes.buffer, written[2]!.bytes.buffer);
+  // what went out for frame 2 was not touched by the later frames: only handed-back buffers are written again
+  assert.equal(Buffer.compare(written[1]!.bytes, written[1]!.copy), 0);
+  assert.equal(Buffer.compare(written[3]!.bytes, written[3]!.copy), 0);
+  channel.send([new Uint8Array(100)]);
+  assert.equal(written[4]!.release, undefined, 'a small frame comes from node’s pool and is not handed back');
+  channel.destroy();
+  written[3]!.release!(); // after the close nothing is kept
+  assert.equal(channel.send(frame(5)), false);
+});
+
+test('frames sealed into handed-back buffers open to exactly what was sent', () => {
+  const out = heldStream();
+  const sender = new SecureChannel(out.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
+  const sent: Uint8Array[] = [];
+  for (let i = 0; i < 12; i++) {
+    const page = new Uint8Array(PAGE).map((_, j) => (j * 7 + i) & 0xff);
+    sent.push(page);
+    sender.send([page.subarray(0, 100), page.subarray(100)]);
+    out.written[i]!.release!(); // at once: every later frame reuses a buffer
+  }
+  const received: Uint8Array[] = [];
+  let feed: ByteStreamHandlers | undefined;
+  const inbound: ByteStream = {
+    closed: false,
+    setHandlers: (h) => {
+      feed = h;
+    },
+    end: () => {},
+    destroy: () => {},
+    write: () => true,
+  };
+  const receiver = new SecureChannel(inbound, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
+  receiver.setHandlers({ frame: (b) => received.push(b.slice()), close: () => {} });
+  for (const w of out.written) feed!.data(w.copy);
+  assert.deepEqual(received, sent);
+});
