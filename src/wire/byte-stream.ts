@@ -14,7 +14,7 @@ export interface ByteStream {
   /**
    * queues the chunks in order; false: the peer is behind, wait for `drain` before writing more. `released`, when
    * given, is called once the stream holds none of the chunks' bytes any more, so the writer may reuse their memory;
-   * never, if the stream breaks first (a stream may also simply not call it)
+   * not when the stream breaks (a stream may also simply never call it: the writer then allocates afresh)
    */
   write(chunks: readonly Uint8Array[], released?: () => void): boolean;
   /** closes after everything queued was delivered */

@@ -47,7 +47,28 @@ test('a page-sized frame reuses only a buffer the stream has handed back, and sm
   assert.equal(written[4]!.release, undefined, 'a small frame comes from node’s pool and is not handed back');
   channel.destroy();
   written[3]!.release!(); // after the close nothing is kept
-  assert.equal(channel.send(frame(5)), false);
+  assert.equal(spares(channel).length, 0);
+});
+
+/** the channel's spare buffers (private: looked at only here) */
+const spares = (channel: SecureChannel) => (channel as unknown as { spares: Uint8Array[] }).spares;
+
+test('the spares are bounded in number and in bytes, the oldest going first', () => {
+  const { stream, written } = heldStream();
+  const channel = new SecureChannel(stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
+  for (let i = 0; i < 6; i++) channel.send([new Uint8Array(PAGE)]);
+  for (const w of written) w.release!();
+  assert.deepEqual(
+    spares(channel).map((b) => b.buffer),
+    written.slice(2).map((w) => w.bytes.buffer),
+    'the four last handed back',
+  );
+  for (let i = 0; i < 3; i++) channel.send([new Uint8Array(3 * 1024 * 1024)]);
+  for (const w of written.slice(6)) w.release!();
+  const kept = spares(channel).reduce((n, b) => n + b.byteLength, 0);
+  assert.ok(kept <= 8 * 1024 * 1024, `${kept} bytes kept`);
+  assert.equal(spares(channel).at(-1)!.buffer, written.at(-1)!.bytes.buffer, 'the newest is kept');
+  channel.destroy();
 });
 
 test('frames sealed into handed-back buffers open to exactly what was sent', () => {

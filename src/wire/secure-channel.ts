@@ -41,12 +41,16 @@ export const SLICE_BYTES = 128 * 1024;
 /**
  * Sealed frames of at least this size (KV pages) go into buffers the stream has handed back, when one of the same size
  * is spare: a fresh buffer of a page's size is fresh memory the kernel has to fault in and zero while the seal writes
- * it, a few times the cipher's own cost with a fast AES-GCM (docs/protocol.md §8). Smaller frames come from node's
- * buffer pool.
+ * it, a few times the cipher's own cost with a fast AES-GCM (docs/protocol.md §8). Smaller frames get fresh buffers
+ * (under 4 KiB, slices of node's shared pool).
  */
 const REUSED_FRAME_BYTES_MIN = 64 * 1024;
-/** spare sealed-frame buffers kept at most: a sender waits for `drain` after a page or two */
+/**
+ * Spare sealed-frame buffers a channel keeps at most, in number and in bytes (the oldest go first): a sender waits for
+ * `drain` after a page or two, so a transfer of uniform pages needs one or two
+ */
 const SPARE_FRAMES_MAX = 4;
+const SPARE_BYTES_MAX = 8 * 1024 * 1024;
 
 function sealNonce(seq: number): Uint8Array {
   const nonce = new Uint8Array(NONCE_BYTES);
@@ -159,9 +163,13 @@ export class SecureChannel implements FrameChannel {
     return sealed;
   }
 
-  /** A sealed frame's buffer the stream has let go of: kept for a later frame of its size, within the bound. */
+  /** A sealed frame's buffer the stream has let go of: kept for a later frame of its size, within the bounds. */
   private spare(buffer: Uint8Array): void {
-    if (!this.isClosed && this.spares.length < SPARE_FRAMES_MAX) this.spares.push(buffer);
+    if (this.isClosed || buffer.byteLength > SPARE_BYTES_MAX) return;
+    this.spares.push(buffer);
+    let bytes = 0;
+    for (const b of this.spares) bytes += b.byteLength;
+    while (this.spares.length > SPARE_FRAMES_MAX || bytes > SPARE_BYTES_MAX) bytes -= this.spares.shift()!.byteLength;
   }
 
   drained(timeoutMs: number): Promise<void> {

@@ -49,14 +49,22 @@ export function socketByteStream(socket: Socket): ByteStream {
       if (socket.destroyed || socket.writableEnded) return false;
       socket.cork();
       let ok = true;
-      // a socket's write callbacks run in order, once the kernel has taken each chunk's bytes: the last one's says
-      // that node holds none of them any more (on an error the socket breaks, and nothing is handed back)
+      // A socket's write callbacks run in order, once libuv has finished each write: the last one's says that node
+      // holds none of the chunks any more. Nothing is handed back on an error, nor from a destroyed socket (node
+      // calls back a write it dropped at destroy without an error).
       const last = chunks.length - 1;
       chunks.forEach((c, i) => {
         const done = i === last ? released : undefined;
-        ok = socket.write(c, done && ((error) => error ?? done()));
+        ok = socket.write(
+          c,
+          done &&
+            ((error) => {
+              if (error == null && !socket.destroyed) done();
+            }),
+        );
       });
       socket.uncork();
+      if (chunks.length === 0) released?.();
       return ok;
     },
     end() {
