@@ -17,23 +17,19 @@ constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ull;
 constexpr uint64_t kP5 = 0x27D4EB2F165667C5ull;
 
 inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-// little-endian loads, whatever the host (memcpy: no alignment assumed)
-inline uint64_t load64(const uint8_t* p) {
-  uint64_t v;
+// a little-endian load, whatever the host (memcpy: no alignment assumed)
+template <typename T>
+inline T loadLe(const uint8_t* p) {
+  T v;
   std::memcpy(&v, p, sizeof v);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64(v);
+  if constexpr (sizeof v == 8) v = __builtin_bswap64(v);
+  if constexpr (sizeof v == 4) v = __builtin_bswap32(v);
 #endif
   return v;
 }
-inline uint32_t load32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof v);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap32(v);
-#endif
-  return v;
-}
+inline uint64_t load64(const uint8_t* p) { return loadLe<uint64_t>(p); }
+inline uint32_t load32(const uint8_t* p) { return loadLe<uint32_t>(p); }
 inline uint64_t round(uint64_t acc, uint64_t input) { return rotl(acc + input * kP2, 31) * kP1; }
 inline uint64_t merge(uint64_t h, uint64_t lane) { return (h ^ round(0, lane)) * kP1 + kP4; }
 

@@ -5,8 +5,8 @@
  * and AAD; frame-aead.test.ts checks each against the other):
  * - `native`: the addon's Gcm (native/src/aead.cc), OpenSSL's EVP calls into node's own libcrypto, with no allocation
  *   per call; 1.5–2.5× node:crypto's speed on node 20 here, several times on node 24 (docs/protocol.md §8). Only
- *   where node carries OpenSSL
- *   (`process.versions.openssl`): the addon resolves those symbols from the running node when first called;
+ *   where node carries OpenSSL (`process.versions.openssl`): the addon resolves those symbols from the running node
+ *   when first called;
  * - `node:crypto`: createCipheriv per frame, each output copied into place; what runs when the addon is not built.
  */
 import { type CipherGCM, createCipheriv, createDecipheriv, type DecipherGCM } from 'node:crypto';
