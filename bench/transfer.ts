@@ -252,7 +252,8 @@ async function parent(args: Args): Promise<void> {
   const rawSenderMs = median(raw.sender);
   const rawReceiverMs = median(raw.receiver);
   console.log(
-    `KV transfer over TCP loopback: ${args.pages} pages × ${args.pageBytes} B = ${(bytes / 2 ** 20).toFixed(0)} MiB, median of ${args.runs} runs`,
+    `KV transfer over TCP loopback: ${args.pages} pages × ${args.pageBytes} B = ${(bytes / 2 ** 20).toFixed(0)} MiB, median of ${args.runs} runs; ` +
+      `node ${process.version}, OpenSSL ${process.versions.openssl ?? 'none'} (the AEAD's speed depends on it)`,
   );
   for (const aead of kinds) {
     const t = median(measured.get(aead)!.ms);
