@@ -55,9 +55,8 @@ class Gcm : public Napi::ObjectWrap<Gcm> {
     if (key.length != kKeyBytes) throw Napi::RangeError::New(env, "the key must be 32 bytes");
     seal_ = info[1].As<Napi::Boolean>().Value();
     ctx_ = EVP_CIPHER_CTX_new();
-    const int ok = ctx_ != nullptr && (seal_ ? EVP_EncryptInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, key.data, nullptr)
-                                             : EVP_DecryptInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, key.data, nullptr));
-    if (ok != 1) {
+    // EVP_Cipher*: one set of calls for both directions, chosen here once (later inits pass -1: keep it)
+    if (ctx_ == nullptr || EVP_CipherInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, key.data, nullptr, seal_ ? 1 : 0) != 1) {
       free();
       throw Napi::Error::New(env, "AES-256-GCM could not be set up");
     }
@@ -77,11 +76,9 @@ class Gcm : public Napi::ObjectWrap<Gcm> {
     if (nonce.length != kNonceBytes) throw Napi::RangeError::New(env, "the nonce must be 12 bytes");
     if (aad.length > kCallBytesMax) throw Napi::RangeError::New(env, "the AAD is too long");
     int n = 0;
-    const int ok = seal_ ? EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce.data) == 1 &&
-                               EVP_EncryptUpdate(ctx_, nullptr, &n, aad.data, static_cast<int>(aad.length)) == 1
-                         : EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, nonce.data) == 1 &&
-                               EVP_DecryptUpdate(ctx_, nullptr, &n, aad.data, static_cast<int>(aad.length)) == 1;
-    if (!ok) throw Napi::Error::New(env, "AES-256-GCM could not start a frame");
+    if (EVP_CipherInit_ex(ctx_, nullptr, nullptr, nullptr, nonce.data, -1) != 1 ||
+        EVP_CipherUpdate(ctx_, nullptr, &n, aad.data, static_cast<int>(aad.length)) != 1)
+      throw Napi::Error::New(env, "AES-256-GCM could not start a frame");
     started_ = true;
   }
 
@@ -109,9 +106,8 @@ class Gcm : public Napi::ObjectWrap<Gcm> {
     }
     int n = 0;
     const int len = static_cast<int>(in.length);
-    const int ok = seal_ ? EVP_EncryptUpdate(ctx_, dst, &n, in.data, len) : EVP_DecryptUpdate(ctx_, dst, &n, in.data, len);
     // GCM is a stream mode: OpenSSL writes every byte it is given at once; anything else would misplace the next call
-    if (ok != 1 || n != len) throw Napi::Error::New(env, "AES-256-GCM update failed");
+    if (EVP_CipherUpdate(ctx_, dst, &n, in.data, len) != 1 || n != len) throw Napi::Error::New(env, "AES-256-GCM update failed");
     started_ = true;
   }
 
@@ -120,9 +116,7 @@ class Gcm : public Napi::ObjectWrap<Gcm> {
     const Napi::Env env = info.Env();
     frame(env);
     if (!seal_) throw Napi::Error::New(env, "this Gcm opens; finishOpen ends its frames");
-    if (info.Length() != 1) throw Napi::TypeError::New(env, "finishSeal(tag)");
-    const Bytes tag = bytesOf(env, info[0], "the tag");
-    if (tag.length != kTagBytes) throw Napi::RangeError::New(env, "the tag must be 16 bytes");
+    const Bytes tag = tagOf(info, "finishSeal(tag)");
     started_ = false;
     int n = 0;
     if (EVP_EncryptFinal_ex(ctx_, nullptr, &n) != 1 ||
@@ -136,9 +130,7 @@ class Gcm : public Napi::ObjectWrap<Gcm> {
     const Napi::Env env = info.Env();
     frame(env);
     if (seal_) throw Napi::Error::New(env, "this Gcm seals; finishSeal ends its frames");
-    if (info.Length() != 1) throw Napi::TypeError::New(env, "finishOpen(tag)");
-    const Bytes tag = bytesOf(env, info[0], "the tag");
-    if (tag.length != kTagBytes) throw Napi::RangeError::New(env, "the tag must be 16 bytes");
+    const Bytes tag = tagOf(info, "finishOpen(tag)");
     started_ = false;
     int n = 0;
     const bool authentic =
@@ -149,6 +141,15 @@ class Gcm : public Napi::ObjectWrap<Gcm> {
 
   // dispose(): frees the context and its expanded key now; later calls throw
   void Dispose(const Napi::CallbackInfo&) { free(); }
+
+  // a finish's one argument: the frame's 16-byte tag
+  static Bytes tagOf(const Napi::CallbackInfo& info, const char* call) {
+    const Napi::Env env = info.Env();
+    if (info.Length() != 1) throw Napi::TypeError::New(env, call);
+    const Bytes tag = bytesOf(env, info[0], "the tag");
+    if (tag.length != kTagBytes) throw Napi::RangeError::New(env, "the tag must be 16 bytes");
+    return tag;
+  }
 
   void live(Napi::Env env) const {
     if (ctx_ == nullptr) throw Napi::Error::New(env, "this Gcm was disposed");

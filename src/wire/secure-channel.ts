@@ -319,8 +319,7 @@ export class SecureChannel implements FrameChannel {
       this.fail(error instanceof TransferError ? error : new TransferError('connection_closed', error.message));
     } else {
       this.isClosed = true;
-      this.spares.length = 0;
-      this.forgetKeys();
+      this.letGo();
       this.settleDrainWaiters(new TransferError('connection_closed', 'the peer closed the connection'));
       this.reportClose();
     }
@@ -334,19 +333,19 @@ export class SecureChannel implements FrameChannel {
     this.bufferedBytes = 0;
     this.opening = undefined;
     this.plain = new Uint8Array(0);
-    this.spares.length = 0;
-    this.forgetKeys();
+    this.letGo();
     this.settleDrainWaiters(error);
     this.stream.destroy(error);
     this.reportClose();
   }
 
   /**
-   * A closed channel seals and opens nothing more: its AEADs drop their keys now rather than at garbage collection
-   * (the native one frees its context, which cleanses the expanded key; node:crypto's own cipher objects keep theirs
-   * until collected).
+   * A closed channel seals and opens nothing more: its spare buffers go, and its AEADs drop their keys now rather than
+   * at garbage collection (the native one frees its context, which cleanses the expanded key; node:crypto's own
+   * cipher objects keep theirs until collected).
    */
-  private forgetKeys(): void {
+  private letGo(): void {
+    this.spares.length = 0;
     this.sealer.dispose();
     this.opener.dispose();
   }

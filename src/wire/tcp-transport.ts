@@ -52,16 +52,14 @@ export function socketByteStream(socket: Socket): ByteStream {
       // A socket's write callbacks run in order, once libuv has finished each write: the last one's says that node
       // holds none of the chunks any more. Nothing is handed back on an error, nor from a destroyed socket (node
       // calls back a write it dropped at destroy without an error).
+      const written =
+        released &&
+        ((error?: Error | null) => {
+          if (error == null && !socket.destroyed) released();
+        });
       const last = chunks.length - 1;
       chunks.forEach((c, i) => {
-        const done = i === last ? released : undefined;
-        ok = socket.write(
-          c,
-          done &&
-            ((error) => {
-              if (error == null && !socket.destroyed) done();
-            }),
-        );
+        ok = socket.write(c, i === last ? written : undefined);
       });
       socket.uncork();
       if (chunks.length === 0) released?.();
