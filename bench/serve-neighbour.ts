@@ -8,6 +8,7 @@
  *   it to a chunk's time per step instead of the whole prompt's.
  */
 import { request } from 'node:http';
+import { errorMessage } from '../src/util/errors.js';
 import { SeededRandom } from '../src/util/random.js';
 import { BENCH_KEYS, type CompletionBody, type StreamTiming, streamCompletion } from './serve-client.js';
 
@@ -100,19 +101,15 @@ export async function probeBeside(
     for (const probe of probes)
       timings.push(await streamCompletion(baseUrl, probe, BENCH_KEYS.probe, PROBE_TIMEOUT_MS));
   } catch (error) {
-    failure = messageOf(error);
+    failure = errorMessage(error);
   }
   try {
     await stop();
   } catch (error) {
     // the busy client's own stream failed: recorded beside the probe's failure, never in place of it
     failure =
-      failure === undefined ? `busy client: ${messageOf(error)}` : `${failure}; busy client: ${messageOf(error)}`;
+      failure === undefined ? `busy client: ${errorMessage(error)}` : `${failure}; busy client: ${errorMessage(error)}`;
   }
   const result = { mode, ttftMs: timings.map((t) => t.ttftMs), itlMs: timings.flatMap((t) => t.itlMs) };
   return failure === undefined ? result : { ...result, failure };
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -4,6 +4,7 @@
  * after some streamed deltas (the interruption scenario). Every call, whatever its ending, becomes one CallRecord that
  * the canary scan reads later.
  */
+import { errorMessage } from '../util/errors.js';
 import { type ParsedPiece, parseCompletionJson, parseJsonText } from './completion-parse.js';
 import type { AuditTenant } from './keys-file.js';
 import { SseReader } from './sse.js';
@@ -187,7 +188,7 @@ export class Endpoint {
     } catch (error) {
       if (!record.abortedByClient && !record.timedOut) {
         record.errorCode = 'network_error';
-        record.errorMessage = error instanceof Error ? error.message : String(error);
+        record.errorMessage = errorMessage(error);
       }
     } finally {
       clearTimeout(timer);
@@ -333,7 +334,7 @@ export class Endpoint {
       const text = await this.readText(response, { truncated: false });
       return { status: response.status, json: parseJsonText(text), error: undefined };
     } catch (error) {
-      return { status: 0, json: undefined, error: error instanceof Error ? error.message : String(error) };
+      return { status: 0, json: undefined, error: errorMessage(error) };
     } finally {
       clearTimeout(timer);
     }

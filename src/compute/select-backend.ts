@@ -3,7 +3,7 @@
  * reference backend with one warning when the addon cannot load (not built, no compiler at install, foreign CPU);
  * `native` insists and fails with the reason; `reference` is the oracle itself.
  */
-import { KvfenceError } from '../util/errors.js';
+import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { Backend } from './backend.js';
 import { NativeBackend, type NativeBackendOptions } from './native-backend.js';
 import { ReferenceBackend } from './reference-backend.js';
@@ -38,6 +38,6 @@ export function selectBackend(
 }
 
 function firstLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   return message.split('\n')[0] ?? message;
 }

@@ -13,7 +13,7 @@
  */
 import { createConnection, createServer, type Socket } from 'node:net';
 import { TransferError } from '../transfer/transfer-error.js';
-import { KvfenceError } from '../util/errors.js';
+import { errorMessage, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream, ByteStreamHandlers } from './byte-stream.js';
 import { ConnectionGate } from './connection-gate.js';
@@ -136,7 +136,7 @@ export class TcpTransport implements TransferTransport {
         return await this.connectOnce(host, port, left);
       } catch (error) {
         if (error instanceof TransferError && error.reason === 'auth_failed') throw error;
-        last = error instanceof Error ? error.message : String(error);
+        last = errorMessage(error);
       }
       const pause = Math.min(RETRY_DELAY_MS_MAX, RETRY_DELAY_MS_MIN * 2 ** (tries - 1), deadline - clock.nowMs());
       if (pause > 0) await new Promise<void>((resolve) => clock.after(pause, resolve));
