@@ -22,7 +22,7 @@ import { TransferSender } from '../src/transfer/transfer-sender.js';
 import { systemClock } from '../src/util/clock.js';
 import { median } from '../src/util/median.js';
 import { AEAD, AEAD_KINDS, type AeadKind, createFrameAead } from '../src/wire/frame-aead.js';
-import { SLICE_BYTES } from '../src/wire/secure-channel.js';
+import { SLICE_BYTES, sealNonce } from '../src/wire/secure-channel.js';
 import { TcpTransport } from '../src/wire/tcp-transport.js';
 import type { TransferListener } from '../src/wire/transport.js';
 import { numberFlag } from './bench-types.js';
@@ -92,7 +92,7 @@ function singleCore(checksum: PageChecksum, pageBytes: number, aead: AeadKind): 
   };
   // a fresh nonce per seal, as the channel's counter gives; the last sealed page is what `open` opens, again and again
   let seq = 0;
-  let nonce = new Uint8Array(12);
+  let nonce = sealNonce(0);
   const aad = new Uint8Array(4);
   const sealed = new Uint8Array(pageBytes);
   const tag = new Uint8Array(16);
@@ -100,8 +100,7 @@ function singleCore(checksum: PageChecksum, pageBytes: number, aead: AeadKind): 
     for (let at = 0; at < pageBytes; at += SLICE_BYTES) f(at);
   };
   const sealGBs = time(() => {
-    nonce = new Uint8Array(12);
-    new DataView(nonce.buffer).setUint32(4, seq++, true);
+    nonce = sealNonce(seq++);
     sealer.start(nonce, aad);
     pass((at) => sealer.update(page.subarray(at, at + SLICE_BYTES), sealed, at));
     sealer.finishSeal(tag);

@@ -52,7 +52,8 @@ const REUSED_FRAME_BYTES_MIN = 64 * 1024;
 const SPARE_FRAMES_MAX = 4;
 const SPARE_BYTES_MAX = 8 * 1024 * 1024;
 
-function sealNonce(seq: number): Uint8Array {
+/** The GCM nonce of a direction's frame `seq`: 4 zero bytes, then seq as a u64 (LE); it never travels */
+export function sealNonce(seq: number): Uint8Array {
   const nonce = new Uint8Array(NONCE_BYTES);
   new DataView(nonce.buffer).setBigUint64(4, BigInt(seq), true);
   return nonce;
