@@ -14,6 +14,11 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#if defined(__unix__)
+#include <fcntl.h>
+
+#include <cerrno>
+#endif
 
 #include "aead.h"
 #include "dispatch.h"
@@ -25,7 +30,7 @@ namespace kvf {
 namespace {
 
 // Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
-constexpr int32_t kAbiVersion = 6;
+constexpr int32_t kAbiVersion = 7;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
@@ -743,6 +748,21 @@ Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, 0);
 }
 
+// A second descriptor for the same open socket (close-on-exec), or -1 with errno's name thrown: lets an accepted
+// connection be rewrapped in a net.Socket of the caller's making (one that reads into a buffer it reuses)
+Napi::Value DupFd(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() != 1 || !info[0].IsNumber()) throwType(env, "dupFd takes one file descriptor");
+  const int fd = info[0].As<Napi::Number>().Int32Value();
+#if defined(__unix__)
+  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) throw Napi::Error::New(env, std::string("dupFd: ") + std::strerror(errno));
+  return Napi::Number::New(env, copy);
+#else
+  throw Napi::Error::New(env, "dupFd: not on this platform");
+#endif
+}
+
 // XXH64 (seed 0) of a Uint8Array, as a BigInt: the transfer's page checksum, read where the page lies
 Napi::Value Xxh64(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
@@ -759,6 +779,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Gcm", DefineGcm(env));
   exports.Set("xxh64", Napi::Function::New<Xxh64>(env, "xxh64"));
   exports.Set("adviseHugePages", Napi::Function::New<AdviseHugePages>(env, "adviseHugePages"));
+  exports.Set("dupFd", Napi::Function::New<DupFd>(env, "dupFd"));
   exports.Set("abiVersion", Napi::Number::New(env, kAbiVersion));
   return exports;
 }

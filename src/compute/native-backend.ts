@@ -29,7 +29,7 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 6;
+const ADDON_ABI_VERSION = 7;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
@@ -131,6 +131,8 @@ export interface NativeAddon {
     key: Uint8Array,
     seal: boolean,
   ) => NativeGcm;
+  /** a second descriptor for the same open socket (close-on-exec); throws with errno's text */
+  dupFd(fd: number): number;
   abiVersion: number;
 }
 

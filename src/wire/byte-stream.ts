@@ -3,6 +3,7 @@
  * an in-memory pipe). Everything above it — authentication, framing, MACs, the transfer protocol — is shared.
  */
 export interface ByteStreamHandlers {
+  /** the next bytes, lent for this call only: the stream may reuse their memory after it returns (copy what you keep) */
   data(bytes: Uint8Array): void;
   /** writable again after `write` returned false */
   drain(): void;

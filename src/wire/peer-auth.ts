@@ -114,25 +114,25 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
       if (m[MAGIC.length] !== VERSION) return fail(`handshake version ${m[MAGIC.length]}`);
       const body = m.subarray(HEAD_BYTES);
       if (role === 'responder' && nonceI === undefined) {
-        nonceI = body.slice(0, NONCE_BYTES);
+        nonceI = new Uint8Array(body.subarray(0, NONCE_BYTES)); // copies: the stream lends each read for its call
         expecting = HEAD_BYTES + PROOF_BYTES;
         stream.write([message(nonceMine, proof(secret, 'responder', nonceI, nonceMine))]);
         return step(rest);
       }
       if (role === 'responder') {
         if (!sameSecretProof(body, proof(secret, 'initiator', nonceI!, nonceMine))) return fail('bad initiator proof');
-        return succeed(rest);
+        return succeed(new Uint8Array(rest));
       }
-      nonceR = body.slice(0, NONCE_BYTES);
+      nonceR = new Uint8Array(body.subarray(0, NONCE_BYTES));
       if (!sameSecretProof(body.subarray(NONCE_BYTES), proof(secret, 'responder', nonceMine, nonceR))) {
         return fail('bad responder proof');
       }
       stream.write([message(proof(secret, 'initiator', nonceMine, nonceR))]);
-      return succeed(rest);
+      return succeed(new Uint8Array(rest));
     };
     const step = (bytes: Uint8Array) => {
       if (settled || bytes.byteLength < expecting) {
-        buffered = bytes;
+        buffered = new Uint8Array(bytes);
         return;
       }
       onMessage(bytes.subarray(0, expecting), bytes.subarray(expecting));

@@ -104,6 +104,7 @@ export class SecureChannel implements FrameChannel {
       data: (bytes) => {
         this.push(bytes);
         this.parse();
+        this.keepUnparsed(bytes);
       },
       drain: () => {
         this.needDrain = false;
@@ -218,6 +219,16 @@ export class SecureChannel implements FrameChannel {
     if (this.bufferedBytes > 2 * (LIMITS.transferFrameBytesMax + LENGTH_BYTES + TAG_BYTES)) {
       this.fail(new TransferError('frame_too_large', 'receive buffer over its bound'));
     }
+  }
+
+  /**
+   * The stream lends each read for its call only: what is left of `read` after parsing (a length or tag split across
+   * reads, or frames waiting for an owner) is copied. Only the newest chunk can still be part of it; older ones were
+   * copied in their turn.
+   */
+  private keepUnparsed(read: Uint8Array): void {
+    const last = this.chunks.length - 1;
+    if (last >= 0 && this.chunks[last]!.buffer === read.buffer) this.chunks[last] = new Uint8Array(this.chunks[last]!);
   }
 
   /**

@@ -15,65 +15,11 @@ import { createConnection, createServer, type Socket } from 'node:net';
 import { TransferError } from '../transfer/transfer-error.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
-import type { ByteStream, ByteStreamHandlers } from './byte-stream.js';
 import { ConnectionGate } from './connection-gate.js';
 import type { FrameChannel } from './frame-channel.js';
 import { authenticate } from './peer-auth.js';
+import { ReusedReads, rewrapAccepted, socketByteStream } from './socket-stream.js';
 import type { TransferListener, TransferTransport, TransportOptions } from './transport.js';
-
-/** A connected socket as a ByteStream. Data that arrives before an owner is set waits in the paused socket. */
-export function socketByteStream(socket: Socket): ByteStream {
-  let handlers: ByteStreamHandlers | undefined;
-  let lastError: Error | undefined;
-  let closed = false;
-  socket.setNoDelay(true);
-  socket.pause();
-  socket.on('error', (error) => {
-    lastError = error;
-  });
-  socket.on('close', () => {
-    closed = true;
-    handlers?.close(lastError === undefined ? undefined : new TransferError('connection_closed', lastError.message));
-  });
-  socket.on('drain', () => handlers?.drain());
-  socket.on('data', (chunk: Buffer) => handlers?.data(chunk));
-  return {
-    get closed() {
-      return closed || socket.destroyed;
-    },
-    setHandlers(h) {
-      handlers = h;
-      socket.resume();
-    },
-    write(chunks, released) {
-      if (socket.destroyed || socket.writableEnded) return false;
-      socket.cork();
-      let ok = true;
-      // A socket's write callbacks run in order, once libuv has finished each write: the last one's says that node
-      // holds none of the chunks any more. Nothing is handed back on an error, nor from a destroyed socket (node
-      // calls back a write it dropped at destroy without an error).
-      const written =
-        released &&
-        ((error?: Error | null) => {
-          if (error == null && !socket.destroyed) released();
-        });
-      const last = chunks.length - 1;
-      chunks.forEach((c, i) => {
-        ok = socket.write(c, i === last ? written : undefined);
-      });
-      socket.uncork();
-      if (chunks.length === 0) released?.();
-      return ok;
-    },
-    end() {
-      socket.end();
-    },
-    destroy(error) {
-      if (error !== undefined) lastError = error;
-      socket.destroy();
-    },
-  };
-}
 
 function parseAddress(address: string): { host: string; port: number } {
   const at = address.lastIndexOf(':');
@@ -100,9 +46,15 @@ export class TcpTransport implements TransferTransport {
       preAuthMax: LIMITS.preAuthConnectionsMax,
       authenticatedMax: LIMITS.transferConnectionsMax,
     });
-    const server = createServer({ allowHalfOpen: false }, (socket) => {
+    // the connections this listener took, open: node's server no longer counts those rewrapped (socket-stream.ts)
+    const open = new Set<Socket>();
+    const server = createServer({ allowHalfOpen: false, pauseOnConnect: true }, (accepted) => {
+      const reads = new ReusedReads();
+      const socket = rewrapAccepted(accepted, reads);
+      open.add(socket);
+      socket.once('close', () => open.delete(socket));
       gate.admit(socket);
-      authenticate(socketByteStream(socket), 'responder', auth).then(
+      authenticate(socketByteStream(socket, reads), 'responder', auth).then(
         (channel) => {
           if (gate.promote(socket)) onChannel(channel);
           else
@@ -118,7 +70,11 @@ export class TcpTransport implements TransferTransport {
         const actual = typeof bound === 'object' && bound !== null ? bound.port : port;
         resolve({
           address: `${host}:${actual}`,
-          close: () => new Promise<void>((done) => server.close(() => done())),
+          // stops accepting, then waits for the connections it took to close (their owners close them)
+          close: async () => {
+            await new Promise<void>((done) => server.close(() => done()));
+            await Promise.all([...open].map((s) => new Promise((closed) => s.once('close', closed))));
+          },
         });
       });
     });
@@ -150,8 +106,9 @@ export class TcpTransport implements TransferTransport {
   /** One TCP connect and handshake within `timeoutMs`; errors name no address (they may reach a client). */
   private connectOnce(host: string, port: number, timeoutMs: number): Promise<FrameChannel> {
     const deadline = this.options.clock.nowMs() + timeoutMs;
+    const reads = new ReusedReads();
     return new Promise<Socket>((resolve, reject) => {
-      const socket = createConnection({ host, port, allowHalfOpen: false });
+      const socket = createConnection({ host, port, allowHalfOpen: false, onread: reads.onread });
       const cancel = this.options.clock.after(timeoutMs, () => {
         socket.destroy();
         reject(new TransferError('connection_closed', 'no TCP connection in time'));
@@ -165,7 +122,7 @@ export class TcpTransport implements TransferTransport {
         reject(new TransferError('connection_closed', `connect: ${error.code ?? 'error'}`));
       });
     }).then((socket) => {
-      const stream = socketByteStream(socket);
+      const stream = socketByteStream(socket, reads);
       const auth = {
         secret: this.options.secret,
         timeoutMs: Math.max(1, deadline - this.options.clock.nowMs()),

@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { type AddressInfo, createConnection, createServer, type Server, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { setImmediate } from 'node:timers/promises';
 import { systemClock } from '../../src/util/clock.js';
 import type { ByteStream } from '../../src/wire/byte-stream.js';
 import type { AeadKind } from '../../src/wire/frame-aead.js';
 import type { FrameChannel } from '../../src/wire/frame-channel.js';
+import { authenticate } from '../../src/wire/peer-auth.js';
+import { ReusedReads, rewrapAccepted, socketByteStream } from '../../src/wire/socket-stream.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import { SECRET } from './harness.js';
 import { transportConformance } from './transport-conformance.js';
@@ -124,4 +127,83 @@ test('tcp: page-sized frames arrive intact while their sealed buffers are handed
     client.destroy();
     await listener.close();
   }
+});
+
+/** A listening server whose accepted sockets are paused, and a client connected to it: the accepted socket. */
+async function acceptOne(): Promise<{ accepted: Socket; client: Socket; server: Server }> {
+  let take: (s: Socket) => void = () => {};
+  const taken = new Promise<Socket>((r) => {
+    take = r;
+  });
+  const server = createServer({ pauseOnConnect: true }, take);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const client = createConnection({ port: (server.address() as AddressInfo).port, host: '127.0.0.1' });
+  return { accepted: await taken, client, server };
+}
+
+test('tcp: an accepted connection is rewrapped to read into one reused buffer, and the connection carries on', async () => {
+  const { accepted, client, server } = await acceptOne();
+  const reads = new ReusedReads();
+  const socket = rewrapAccepted(accepted, reads);
+  assert.notEqual(socket, accepted, 'rewrapped (the addon is built)');
+  const sent = new Uint8Array(randomBytes(300_000));
+  const got: Uint8Array[] = [];
+  const buffers = new Set<ArrayBufferLike>();
+  const all = new Promise<void>((resolve) => {
+    let bytes = 0;
+    reads.to = (b) => {
+      buffers.add(b.buffer);
+      got.push(b.slice());
+      bytes += b.byteLength;
+      if (bytes === sent.byteLength) resolve();
+    };
+  });
+  let clientError: Error | undefined;
+  client.on('error', (e) => (clientError = e));
+  client.write(sent);
+  await all;
+  assert.deepEqual(Buffer.concat(got), Buffer.from(sent));
+  assert.equal(buffers.size, 1, 'every read in the one buffer');
+  // closing the accepted socket said nothing on the wire: the client hears the rewrapped one, then its end
+  const echo = new Promise<Buffer>((r) => client.once('data', r));
+  socket.write('pong');
+  assert.equal((await echo).toString(), 'pong');
+  const closed = new Promise((r) => socket.once('close', r));
+  client.end();
+  await closed;
+  assert.equal(clientError, undefined);
+  server.close();
+});
+
+test('tcp: without the addon an accepted socket stays as node made it, and still carries the handshake', async () => {
+  const { accepted, client, server } = await acceptOne();
+  assert.equal(rewrapAccepted(accepted, new ReusedReads(), null), accepted);
+  const [initiator, responder] = await Promise.all([
+    authenticate(socketByteStream(client), 'initiator', { secret: SECRET, clock: systemClock, timeoutMs: 2_000 }),
+    authenticate(socketByteStream(accepted), 'responder', { secret: SECRET, clock: systemClock, timeoutMs: 2_000 }),
+  ]);
+  const frame = new Promise<Uint8Array>((r) => responder.setHandlers({ frame: (b) => r(b.slice()), close: () => {} }));
+  initiator.send([new Uint8Array([7, 8, 9])]);
+  assert.deepEqual(await frame, new Uint8Array([7, 8, 9]));
+  initiator.destroy();
+  responder.destroy();
+  server.close();
+});
+
+test('tcp: a listener’s close waits for the connections it took, rewrapped ones included (a drain relies on it)', async () => {
+  let server: FrameChannel | undefined;
+  const listener = await tcp()({ secret: SECRET }).listen('127.0.0.1:0', (c) => {
+    server = c;
+    c.setHandlers({ frame: () => {}, close: () => {} });
+  });
+  const client = await tcp()({ secret: SECRET }).connect(listener.address);
+  client.setHandlers({ frame: () => {}, close: () => {} });
+  while (server === undefined) await setImmediate();
+  let closed = false;
+  const closing = listener.close().then(() => (closed = true));
+  await new Promise((r) => setTimeout(r, 50));
+  const closedEarly = closed;
+  client.end();
+  await closing;
+  assert.equal(closedEarly, false, 'the listener closed while a connection it took was open');
 });
