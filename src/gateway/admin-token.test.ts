@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { AdminToken } from './admin-token.js';
 
+const dir = mkdtempSync(join(tmpdir(), 'kvfence-admin-token-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
 const file = (text: string) => {
-  const path = join(tmpdir(), `kvfence-admin-token-${process.pid}-${Math.random()}`);
+  const path = join(dir, `token-${files++}`);
   writeFileSync(path, text);
   return path;
 };
