@@ -184,7 +184,9 @@ async function parent(args: Args): Promise<void> {
       const count = counter();
       reads.to = count;
       // without the addon the socket stays node's (and this baseline is the other one again)
-      if (rewrapAccepted(accepted, reads) === accepted) accepted.on('data', count).resume();
+      const socket = rewrapAccepted(accepted, reads);
+      if (socket === accepted) socket.on('data', count);
+      socket.resume();
     }),
   };
   const rawPorts = {} as Record<RawKind, number>;

@@ -748,8 +748,9 @@ Napi::Value AdviseHugePages(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, 0);
 }
 
-// A second descriptor for the same open socket (close-on-exec), or -1 with errno's name thrown: lets an accepted
-// connection be rewrapped in a net.Socket of the caller's making (one that reads into a buffer it reuses)
+// A second descriptor for the same open socket (close-on-exec); throws an Error with strerror's text when there is
+// none to be had. Lets an accepted connection be rewrapped in a net.Socket of the caller's making (one that reads into
+// a buffer it reuses: src/wire/socket-stream.ts)
 Napi::Value DupFd(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
   if (info.Length() != 1 || !info[0].IsNumber()) throwType(env, "dupFd takes one file descriptor");

@@ -1,33 +1,39 @@
 /**
- * A node socket as a ByteStream, reading into one buffer it reuses (net's `onread`) wherever node lets it: sockets
- * this process connects take `onread` when made; accepted ones are rewrapped (below). node otherwise gives every read
- * a fresh 64 KiB buffer: at a KV transfer's pace, that is most of the receiving side's garbage collection and page
- * faults (docs/protocol.md §8).
+ * A node socket as a ByteStream, reading into one buffer reused read after read (net's `onread`) wherever node lets
+ * it: sockets this process connects take `onread` when made; accepted ones are rewrapped (below). node otherwise
+ * gives every read a fresh 64 KiB buffer: at a KV transfer's pace, that is most of the receiving side's garbage
+ * collection and page faults (docs/protocol.md §8).
  */
 import { closeSync } from 'node:fs';
 import { type OnReadOpts, Socket, type SocketConstructorOpts } from 'node:net';
 import { sharedAddon } from '../compute/native-backend.js';
 import { TransferError } from '../transfer/transfer-error.js';
+import { assert } from '../util/assert.js';
 import type { ByteStream, ByteStreamHandlers } from './byte-stream.js';
 
-/** node reads a socket at most 64 KiB at a time */
-const READ_BYTES = 64 * 1024;
+/**
+ * The buffer every socket of this thread reads into (node reads at most 64 KiB at a time). One serves them all: a
+ * read is delivered to its handler synchronously, before the event loop reads anything else, and is lent for that
+ * call only (ByteStreamHandlers.data). A module is per thread, so each worker thread has its own.
+ */
+const READ_BUFFER = new Uint8Array(64 * 1024);
 
-/** One buffer a socket reads into, read after read, and where each read goes: lent for that call only. */
+/** Where a socket's reads into READ_BUFFER go (net's `onread`): set before the socket is first resumed. */
 export class ReusedReads {
-  private readonly buffer = new Uint8Array(READ_BYTES);
   to: ((bytes: Uint8Array) => void) | undefined;
   readonly onread = {
-    buffer: this.buffer,
+    buffer: READ_BUFFER,
     callback: (count: number): boolean => {
-      this.to?.(this.buffer.subarray(0, count));
+      // a socket reads only once resumed, and its stream sets `to` before that: a read with nowhere to go is a bug
+      assert(this.to !== undefined, 'a socket read before its reads had somewhere to go');
+      this.to(READ_BUFFER.subarray(0, count));
       return true;
     },
   };
 }
 
 /**
- * An accepted socket (paused: the server's `pauseOnConnect`) rewrapped so that it reads through `reads`: node takes
+ * An accepted socket (paused: the server's `pauseOnConnect`) rewrapped, paused too, to read through `reads`: node takes
  * `onread` only in the constructor of a socket, and the server makes the accepted ones. A second descriptor for the
  * connection (the addon's dup of the one node's handle holds, `_handle.fd`: node's, not documented, there on every
  * POSIX node) goes into a socket made here, and the accepted one is closed, which closes its descriptor and nothing
@@ -59,6 +65,7 @@ export function rewrapAccepted(accepted: Socket, reads: ReusedReads, addon = sha
     closeSync(copy);
     return accepted;
   }
+  socket.pause(); // made reading; paused as the accepted one was, until its stream has an owner
   accepted.destroy(); // closes its descriptor only: the connection lives on in the copy
   return socket;
 }

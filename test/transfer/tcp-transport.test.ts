@@ -141,7 +141,9 @@ async function acceptOne(): Promise<{ accepted: Socket; client: Socket; server: 
   return { accepted: await taken, client, server };
 }
 
-test('tcp: an accepted connection is rewrapped to read into one reused buffer, and the connection carries on', async () => {
+test('tcp: an accepted connection is rewrapped to read into one reused buffer, and the connection carries on', {
+  timeout: 10_000,
+}, async () => {
   const { accepted, client, server } = await acceptOne();
   const reads = new ReusedReads();
   const socket = rewrapAccepted(accepted, reads);
@@ -160,7 +162,11 @@ test('tcp: an accepted connection is rewrapped to read into one reused buffer, a
   });
   let clientError: Error | undefined;
   client.on('error', (e) => (clientError = e));
-  client.write(sent);
+  await new Promise((written) => client.write(sent.subarray(0, 1000), written));
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(got.length, 0, 'the rewrapped socket comes paused, as the accepted one was');
+  socket.resume();
+  client.write(sent.subarray(1000));
   await all;
   assert.deepEqual(Buffer.concat(got), Buffer.from(sent));
   assert.equal(buffers.size, 1, 'every read in the one buffer');
@@ -175,7 +181,9 @@ test('tcp: an accepted connection is rewrapped to read into one reused buffer, a
   server.close();
 });
 
-test('tcp: without the addon an accepted socket stays as node made it, and still carries the handshake', async () => {
+test('tcp: without the addon an accepted socket stays as node made it, and still carries the handshake', {
+  timeout: 10_000,
+}, async () => {
   const { accepted, client, server } = await acceptOne();
   assert.equal(rewrapAccepted(accepted, new ReusedReads(), null), accepted);
   const [initiator, responder] = await Promise.all([
@@ -190,7 +198,9 @@ test('tcp: without the addon an accepted socket stays as node made it, and still
   server.close();
 });
 
-test('tcp: a listener’s close waits for the connections it took, rewrapped ones included (a drain relies on it)', async () => {
+test('tcp: a listener’s close waits for the connections it took, rewrapped ones included (a drain relies on it)', {
+  timeout: 10_000,
+}, async () => {
   let server: FrameChannel | undefined;
   const listener = await tcp()({ secret: SECRET }).listen('127.0.0.1:0', (c) => {
     server = c;
