@@ -6,8 +6,9 @@
 //
 // One Gcm object per direction of a channel: the key is expanded once, and each frame re-initialises only its nonce
 // and AAD. The object is a small state machine (idle → started → idle) and refuses calls out of order; a tag that
-// fails, or an update that throws, ends the frame (idle again: the next frame starts afresh). `dispose` frees the context, and with it the expanded key
-// (EVP_CIPHER_CTX_free cleanses it); the finalizer does the same for one nobody disposed.
+// fails, or an update that throws, ends the frame (idle again: the next frame starts afresh). `dispose` frees the
+// context, and with it the expanded key (EVP_CIPHER_CTX_free cleanses it); the finalizer does the same for one nobody
+// disposed.
 #include "aead.h"
 
 #include <openssl/evp.h>
@@ -107,7 +108,9 @@ class Gcm : public Napi::ObjectWrap<Gcm> {
     int n = 0;
     const int len = static_cast<int>(in.length);
     // GCM is a stream mode: OpenSSL writes every byte it is given at once; anything else would misplace the next call
-    if (EVP_CipherUpdate(ctx_, dst, &n, in.data, len) != 1 || n != len) throw Napi::Error::New(env, "AES-256-GCM update failed");
+    if (EVP_CipherUpdate(ctx_, dst, &n, in.data, len) != 1 || n != len) {
+      throw Napi::Error::New(env, "AES-256-GCM update failed");
+    }
     started_ = true;
   }
 
