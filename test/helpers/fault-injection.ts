@@ -143,16 +143,29 @@ export interface ByteFaultPlan {
   readonly cutAfterBytes?: number;
 }
 
-/** Wraps a raw stream so its outgoing bytes suffer `plan`. */
-export function withByteFaults(stream: ByteStream, plan: ByteFaultPlan): ByteStream {
-  let written = 0;
+/**
+ * `stream` with its `write` or `setHandlers` replaced (a test's tap or fault); everything else passes through. Tests
+ * wrap the connecting side's stream with it (`TransportOptions.wrapConnectStream`) or a stream before the handshake.
+ */
+export function overStream(
+  stream: ByteStream,
+  override: Partial<Pick<ByteStream, 'write' | 'setHandlers'>>,
+): ByteStream {
   return {
     get closed() {
       return stream.closed;
     },
-    setHandlers: (handlers: ByteStreamHandlers) => stream.setHandlers(handlers),
+    setHandlers: override.setHandlers ?? ((handlers: ByteStreamHandlers) => stream.setHandlers(handlers)),
+    write: override.write ?? ((chunks, released) => stream.write(chunks, released)),
     end: () => stream.end(),
     destroy: (error) => stream.destroy(error),
+  };
+}
+
+/** Wraps a raw stream so its outgoing bytes suffer `plan`. */
+export function withByteFaults(stream: ByteStream, plan: ByteFaultPlan): ByteStream {
+  let written = 0;
+  return overStream(stream, {
     write(chunks) {
       let bytes = concat(chunks);
       const start = written;
@@ -168,5 +181,5 @@ export function withByteFaults(stream: ByteStream, plan: ByteFaultPlan): ByteStr
       }
       return stream.write([bytes]);
     },
-  };
+  });
 }

@@ -12,7 +12,7 @@ import { systemClock } from '../../src/util/clock.js';
 import type { ByteStream } from '../../src/wire/byte-stream.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import type { TransportOptions } from '../../src/wire/transport.js';
-import { withByteFaults } from '../helpers/fault-injection.js';
+import { overStream, withByteFaults } from '../helpers/fault-injection.js';
 import { expectTransfer, makeWorld, PAGE_SIZE_TOKENS, SECRET, startTransfer, type World } from './harness.js';
 
 let checksum: PageChecksum;
@@ -80,19 +80,13 @@ test("a replay of an earlier session's bytes is refused and writes no page", asy
   const w = await world(refused);
   const recorded: Uint8Array[] = [];
   const recording = tcp({
-    wrapConnectStream: (s: ByteStream) => ({
-      ...s,
-      get closed() {
-        return s.closed;
-      },
-      setHandlers: (h) => s.setHandlers(h),
-      end: () => s.end(),
-      destroy: (e) => s.destroy(e),
-      write(chunks) {
-        recorded.push(Buffer.concat(chunks));
-        return s.write(chunks);
-      },
-    }),
+    wrapConnectStream: (s: ByteStream) =>
+      overStream(s, {
+        write(chunks) {
+          recorded.push(Buffer.concat(chunks));
+          return s.write(chunks);
+        },
+      }),
   });
   const first = startTransfer(w, checksum, 'req-live', 8, (c) => c, { transport: recording });
   await first.sent;

@@ -13,7 +13,7 @@ import type { ByteStream } from '../../src/wire/byte-stream.js';
 import type { FrameChannel } from '../../src/wire/frame-channel.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import type { TransportOptions } from '../../src/wire/transport.js';
-import { withByteFaults } from '../helpers/fault-injection.js';
+import { overStream, withByteFaults } from '../helpers/fault-injection.js';
 import { makeWorld, SECRET, startTransfer } from './harness.js';
 
 const HANDSHAKE_BYTES_SENT = 37 + 37; // AUTH_HELLO and AUTH_PROOF, the initiator's two handshake messages
@@ -32,25 +32,21 @@ function tcp(options: Partial<TransportOptions> = {}): TcpTransport {
 function recording(): { wrap: (s: ByteStream) => ByteStream; out: Uint8Array[]; in: Uint8Array[] } {
   const out: Uint8Array[] = [];
   const inbound: Uint8Array[] = [];
-  const wrap = (s: ByteStream): ByteStream => ({
-    get closed() {
-      return s.closed;
-    },
-    setHandlers: (h) =>
-      s.setHandlers({
-        ...h,
-        data: (bytes) => {
-          inbound.push(new Uint8Array(bytes));
-          h.data(bytes);
-        },
-      }),
-    end: () => s.end(),
-    destroy: (e) => s.destroy(e),
-    write(chunks) {
-      out.push(new Uint8Array(Buffer.concat(chunks)));
-      return s.write(chunks);
-    },
-  });
+  const wrap = (s: ByteStream): ByteStream =>
+    overStream(s, {
+      setHandlers: (h) =>
+        s.setHandlers({
+          ...h,
+          data: (bytes) => {
+            inbound.push(new Uint8Array(bytes));
+            h.data(bytes);
+          },
+        }),
+      write(chunks) {
+        out.push(new Uint8Array(Buffer.concat(chunks)));
+        return s.write(chunks);
+      },
+    });
   return { wrap, out, in: inbound };
 }
 

@@ -249,3 +249,17 @@ export function startTransfer(
   sent.catch(() => {}); // awaited by the test; this keeps an early rejection from being "unhandled"
   return { handle, sink, source, sent, outcome: handle.outcome };
 }
+
+/** The next `count` frames of `channel` (copies), in order; rejects if it closes first. Sets the channel's handlers. */
+export function receiveFrames(channel: FrameChannel, count: number): Promise<Uint8Array[]> {
+  const frames: Uint8Array[] = [];
+  return new Promise((resolve, reject) =>
+    channel.setHandlers({
+      frame: (bytes) => {
+        frames.push(bytes.slice());
+        if (frames.length === count) resolve(frames);
+      },
+      close: (error) => reject(error ?? new Error('closed early')),
+    }),
+  );
+}

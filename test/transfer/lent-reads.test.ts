@@ -14,19 +14,14 @@ import { SeededRandom } from '../../src/util/random.js';
 import type { ByteStream, ByteStreamHandlers } from '../../src/wire/byte-stream.js';
 import { createMemoryPipe } from '../../src/wire/memory-pipe.js';
 import { authenticate } from '../../src/wire/peer-auth.js';
-import { SECRET } from './harness.js';
+import { overStream } from '../helpers/fault-injection.js';
+import { receiveFrames, SECRET } from './harness.js';
 
 /** `inner`'s reads, handed on in pieces of 1 to `maxPiece` bytes, each in the same buffer, scribbled after the call */
 function lendingStream(inner: ByteStream, seed: number, maxPiece: number): ByteStream {
   const random = new SeededRandom(seed);
   const lent = new Uint8Array(maxPiece);
-  return {
-    get closed() {
-      return inner.closed;
-    },
-    write: (chunks, released) => inner.write(chunks, released),
-    end: () => inner.end(),
-    destroy: (error) => inner.destroy(error),
+  return overStream(inner, {
     setHandlers(handlers: ByteStreamHandlers) {
       inner.setHandlers({
         ...handlers,
@@ -41,7 +36,7 @@ function lendingStream(inner: ByteStream, seed: number, maxPiece: number): ByteS
         },
       });
     },
-  };
+  });
 }
 
 for (const [seed, maxPiece] of [
@@ -61,19 +56,9 @@ for (const [seed, maxPiece] of [
     for (const frame of sent.slice(0, 3)) initiator.send([frame]);
     await setImmediate(); // these arrive before the responder's channel has an owner: they wait in it
     await setImmediate();
-    const received: Uint8Array[] = [];
-    const done = new Promise<void>((resolve, reject) => {
-      responder.setHandlers({
-        frame: (bytes) => {
-          received.push(bytes.slice());
-          if (received.length === sent.length) resolve();
-        },
-        close: (error) => reject(error ?? new Error('closed early')),
-      });
-    });
+    const received = receiveFrames(responder, sent.length);
     for (const frame of sent.slice(3)) initiator.send([frame]);
-    await done;
-    assert.deepEqual(received, sent);
+    assert.deepEqual(await received, sent);
     initiator.destroy();
   });
 }

@@ -10,7 +10,8 @@ import type { FrameChannel } from '../../src/wire/frame-channel.js';
 import { authenticate } from '../../src/wire/peer-auth.js';
 import { ReusedReads, rewrapAccepted, socketByteStream } from '../../src/wire/socket-stream.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
-import { SECRET } from './harness.js';
+import { overStream } from '../helpers/fault-injection.js';
+import { receiveFrames, SECRET } from './harness.js';
 import { transportConformance } from './transport-conformance.js';
 
 const tcp = (aead?: AeadKind) => (options: { secret: Uint8Array }) =>
@@ -29,21 +30,11 @@ test('tcp: a native-AEAD side and a node:crypto side understand each other, fram
   const client = await tcp('node:crypto')({ secret: SECRET }).connect(listener.address);
   const sizes = [1, 15, 16, 17, 4096, 65_537, 300_000, 2 * 1024 * 1024 + 3];
   const sent = sizes.map((n) => new Uint8Array(randomBytes(n)));
-  const echoed: Uint8Array[] = [];
-  const done = new Promise<void>((resolve, reject) => {
-    client.setHandlers({
-      frame: (b) => {
-        echoed.push(b.slice());
-        if (echoed.length === sent.length) resolve();
-      },
-      close: (e) => reject(e ?? new Error('closed early')),
-    });
-  });
+  const echoed = receiveFrames(client, sent.length);
   for (const frame of sent) client.send([frame.subarray(0, 3), frame.subarray(3)]);
   const timer = setTimeout(() => client.destroy(), 10_000);
-  await done;
+  assert.deepEqual(await echoed, sent);
   clearTimeout(timer);
-  assert.deepEqual(echoed, sent);
   assert.ok(server !== undefined);
   client.end();
   await listener.close();
@@ -95,18 +86,13 @@ test('tcp: page-sized frames arrive intact while their sealed buffers are handed
   );
   // the buffers the client's frames go out in (a pass-through that hands `released` on)
   const buffers = new Set<ArrayBufferLike>();
-  const wrapConnectStream = (stream: ByteStream): ByteStream => ({
-    get closed() {
-      return stream.closed;
-    },
-    setHandlers: (h) => stream.setHandlers(h),
-    end: () => stream.end(),
-    destroy: (e) => stream.destroy(e),
-    write(chunks, released) {
-      for (const c of chunks) if (c.byteLength > 1_000_000) buffers.add(c.buffer);
-      return stream.write(chunks, released);
-    },
-  });
+  const wrapConnectStream = (stream: ByteStream): ByteStream =>
+    overStream(stream, {
+      write(chunks, released) {
+        for (const c of chunks) if (c.byteLength > 1_000_000) buffers.add(c.buffer);
+        return stream.write(chunks, released);
+      },
+    });
   const client = await new TcpTransport({
     secret: SECRET,
     clock: systemClock,
