@@ -41,12 +41,14 @@ export interface KvfenceExtras {
   /** seconds per lifecycle of the pool calls alone (no model), checked and unchecked */
   poolOpsCheckedSeconds: number[];
   poolOpsUncheckedSeconds: number[];
-  triadGigabytesPerSecond: number[];
-  /** weight bytes one decode step reads */
-  weightBytesPerToken: number;
 }
 
 export interface KvfenceSamples extends EngineSamples {
+  /** STREAM triad GB/s measured beside each single-stream decode (the median of passes right before and after it),
+   * index for index with decodeTokensPerSecond */
+  triadBesideDecode: number[];
+  /** weight bytes one decode step reads */
+  weightBytesPerToken: number;
   extras?: KvfenceExtras;
 }
 

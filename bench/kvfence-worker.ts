@@ -10,6 +10,7 @@ import { newPageTable, type PageTable } from '../src/kv/page-table.js';
 import { tensorByteSize } from '../src/model/gguf-types.js';
 import { type LoadedModel, loadModel } from '../src/model/load-model.js';
 import type { WeightMatrix } from '../src/model/weights.js';
+import { median } from '../src/util/median.js';
 import { type BenchJob, benchPrompt, type KvfenceExtras, type KvfenceSamples, RESULT_MARKER } from './bench-types.js';
 import { benchPool } from './unchecked-pool.js';
 
@@ -83,16 +84,16 @@ function weightBytesPerToken(m: LoadedModel): number {
 }
 
 /** STREAM's triad over three 64 MiB arrays (far beyond the caches), GB/s counted as STREAM does: 3 arrays × 4 bytes. */
-function triad(repetitions: number): number[] {
+const triadArrays = (() => {
   const n = 1 << 24;
-  const a = new Float32Array(n);
-  const b = new Float32Array(n).fill(1);
-  const d = new Float32Array(n).fill(2);
-  backend.triad(a, b, d, 3);
-  return Array.from({ length: repetitions * 3 }, () => {
+  return { a: new Float32Array(n), b: new Float32Array(n).fill(1), d: new Float32Array(n).fill(2) };
+})();
+function triadPasses(passes: number): number[] {
+  const { a, b, d } = triadArrays;
+  return Array.from({ length: passes }, () => {
     const started = performance.now();
     backend.triad(a, b, d, 3);
-    return (3 * 4 * n) / seconds(started) / 1e9;
+    return (3 * 4 * a.length) / seconds(started) / 1e9;
   });
 }
 
@@ -145,21 +146,26 @@ function extras(): KvfenceExtras {
     uncheckedSeconds,
     poolOpsCheckedSeconds: poolOps.map((p) => p.checked),
     poolOpsUncheckedSeconds: poolOps.map((p) => p.unchecked),
-    triadGigabytesPerSecond: triad(job.repetitions),
-    weightBytesPerToken: weightBytesPerToken(model),
   };
 }
 
 const forward = forwardWith(pagesForTokens(layout, job.promptTokens + job.decodeTokens));
 lifecycle(forward, 'warm-up', Math.min(32, job.promptTokens), 4);
+triadPasses(1); // the arrays' first touch: page faults, not bandwidth
 const samples: KvfenceSamples = {
   prefillTokensPerSecond: [],
   decodeTokensPerSecond: [],
   aggregateTokensPerSecond: {},
   info: {},
+  triadBesideDecode: [],
+  weightBytesPerToken: weightBytesPerToken(model),
 };
 for (let rep = 0; rep < job.repetitions; rep++) {
+  // the ceiling measured right before and right after this decode: on a shared machine the triad swings 2× within a
+  // run, so each decode is read against the bandwidth of its own minute
+  const before = triadPasses(3);
   const t = lifecycle(forward, `single-${rep}`, job.promptTokens, job.decodeTokens);
+  samples.triadBesideDecode.push(median([...before, ...triadPasses(3)]));
   samples.prefillTokensPerSecond.push(job.promptTokens / t.prefillSeconds);
   samples.decodeTokensPerSecond.push(job.decodeTokens / t.decodeSeconds);
 }

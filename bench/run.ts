@@ -126,7 +126,7 @@ function runLlamaBench(binary: string, modelPath: string, job: BenchJob): LlamaB
 }
 
 /** One engine's samples from every round, as one set (the medians are taken over all of them). */
-function merge<T extends EngineSamples | LlamaBenchSamples>(runs: T[]): T {
+function merge<T extends EngineSamples | KvfenceSamples | LlamaBenchSamples>(runs: T[]): T {
   const first = runs[0]!;
   const merged = structuredClone(first);
   for (const run of runs.slice(1)) {
@@ -134,6 +134,8 @@ function merge<T extends EngineSamples | LlamaBenchSamples>(runs: T[]): T {
     merged.decodeTokensPerSecond.push(...run.decodeTokensPerSecond);
     if ('aggregateTokensPerSecond' in run && 'aggregateTokensPerSecond' in merged)
       for (const [k, v] of Object.entries(run.aggregateTokensPerSecond)) merged.aggregateTokensPerSecond[k]!.push(...v);
+    if ('triadBesideDecode' in run && 'triadBesideDecode' in merged)
+      merged.triadBesideDecode.push(...run.triadBesideDecode);
   }
   return merged;
 }
