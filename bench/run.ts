@@ -13,20 +13,12 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ensureGeneratedModel } from '../src/model/default-model.js';
 import { readGgufHeader } from '../src/model/gguf-read.js';
-import { GGML_TYPE_CODES } from '../src/model/gguf-types.js';
 import { modelConfigFromGguf } from '../src/model/model-config.js';
-import { QUANT_MIXES } from '../src/model/quant-mix.js';
-import {
-  type BenchJob,
-  type BenchModel,
-  type EngineSamples,
-  type KvfenceSamples,
-  RESULT_MARKER,
-} from './bench-types.js';
+import { parseModel, positive, runWorker } from './bench-cli.js';
+import type { BenchJob, EngineSamples, KvfenceSamples } from './bench-types.js';
 import { type LlamaBenchSamples, type ModelResult, renderTable } from './report.js';
 
 const CACHE = join('.cache', 'bench');
@@ -48,20 +40,6 @@ const { values } = parseArgs({
   },
 });
 
-function positive(name: string, text: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} needs a positive integer, got ${text}`);
-  return n;
-}
-
-function parseModel(spec: string): BenchModel {
-  const match = /^(15m|135m|small|tiny)-(\w+)$/.exec(spec);
-  const fileTypes: readonly string[] = [...Object.keys(GGML_TYPE_CODES), ...QUANT_MIXES];
-  if (match === null || !fileTypes.includes(match[2]!))
-    throw new Error(`unknown model ${spec}; use e.g. 135m-f16 (presets 15m, 135m; ${fileTypes.join(', ')})`);
-  return { preset: match[1] as BenchModel['preset'], dtype: match[2] as BenchModel['dtype'] };
-}
-
 const quick = values.quick === true;
 const models = (values.models ?? (quick ? '135m-f16' : ALL_MODELS.join(','))).split(',').map(parseModel);
 const threadCount = positive('threads', values.threads!);
@@ -73,20 +51,6 @@ const llamaBenchPath = values['llama-bench'];
 const llamaBench = llamaBenchPath !== undefined && existsSync(llamaBenchPath) ? llamaBenchPath : undefined;
 if (llamaBenchPath !== undefined && llamaBench === undefined)
   process.stderr.write(`bench: llama-bench not found at ${llamaBenchPath}; the llama-bench rows are left out\n`);
-
-function runWorker<T>(script: string, job: BenchJob, env: NodeJS.ProcessEnv): T {
-  const result = spawnSync(process.execPath, [fileURLToPath(new URL(script, import.meta.url)), JSON.stringify(job)], {
-    env,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-    maxBuffer: 16 * 1024 * 1024,
-    timeout: 30 * 60 * 1000,
-  });
-  const line = (result.stdout ?? '').split('\n').find((l) => l.startsWith(RESULT_MARKER));
-  if (result.status !== 0 || line === undefined)
-    throw new Error(`${script} failed (exit ${result.status ?? result.signal})`);
-  return JSON.parse(line.slice(RESULT_MARKER.length)) as T;
-}
 
 interface LlamaBenchEntry {
   build_commit: string;

@@ -1,0 +1,88 @@
+/**
+ * `npm run bench:products`: the matrix products of one decode token (every layer's, batch 1 unless --rows), called
+ * back to back, as GB/s of weights, for this build of the addon against a baseline build of it (another
+ * kvfence_native.node, e.g. one built from an earlier commit). Each measurement runs in its own process, and the two
+ * builds alternate pair by pair, so the drift of a shared machine falls on both; prints each pair's ratio and their
+ * median. Without --baseline, this build's figures alone. The kernel changes in docs/native.md were measured this way.
+ *
+ *   npm run bench:products -- [--models 135m-q8_0,135m-q4_k_m] [--baseline path/to/kvfence_native.node]
+ *                             [--pairs 5] [--rows 1] [--passes 40] [--threads 2] [--isa avx512|avx2|portable]
+ */
+import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { DEFAULT_ADDON_PATH, type NativeIsa } from '../src/compute/native-backend.js';
+import { ensureGeneratedModel } from '../src/model/default-model.js';
+import { median } from '../src/util/median.js';
+import { parseModel, positive, runWorker } from './bench-cli.js';
+import type { ProductsJob, ProductsResult } from './products-worker.js';
+
+const ISAS: readonly NativeIsa[] = ['avx512', 'avx2', 'portable'];
+const { values } = parseArgs({
+  options: {
+    models: { type: 'string', default: '135m-f16,135m-q8_0,135m-q4_k_m' },
+    baseline: { type: 'string' },
+    pairs: { type: 'string', default: '5' },
+    rows: { type: 'string', default: '1' },
+    passes: { type: 'string', default: '40' },
+    threads: { type: 'string', default: String(Math.min(2, availableParallelism())) },
+    isa: { type: 'string' },
+  },
+});
+const isa = values.isa as NativeIsa | undefined;
+if (isa !== undefined && !ISAS.includes(isa)) throw new Error(`--isa takes ${ISAS.join(', ')}, got ${isa}`);
+const baseline = values.baseline;
+if (baseline !== undefined && !existsSync(baseline)) throw new Error(`--baseline: no file at ${baseline}`);
+const pairs = positive('pairs', values.pairs!);
+const common = {
+  threadCount: positive('threads', values.threads!),
+  rows: positive('rows', values.rows!),
+  passes: positive('passes', values.passes!),
+  isa,
+};
+const fixed = (n: number, digits: number) => n.toFixed(digits);
+
+process.stdout.write(
+  `decode products of one token, ${common.rows} row(s), ${common.threadCount} threads, median of ${common.passes} ` +
+    `passes a process${baseline === undefined ? '' : `; this build (${DEFAULT_ADDON_PATH}) ÷ baseline (${baseline})`}\n`,
+);
+for (const spec of values.models!.split(',')) {
+  const m = parseModel(spec);
+  const modelPath = ensureGeneratedModel(
+    { preset: m.preset, arch: 'llama', dtype: m.dtype, seed: 1 },
+    join('.cache', 'bench'),
+  );
+  const measure = (addonPath: string) =>
+    runWorker<ProductsResult>(
+      'products-worker.js',
+      { ...common, modelPath, addonPath } satisfies ProductsJob,
+      process.env,
+    );
+  const mine: ProductsResult[] = [];
+  const theirs: ProductsResult[] = [];
+  for (let pair = 0; pair < pairs; pair++) {
+    // alternate which goes first, so a trend in the machine's speed falls on both alike
+    const order =
+      baseline === undefined
+        ? [DEFAULT_ADDON_PATH]
+        : pair % 2 === 0
+          ? [DEFAULT_ADDON_PATH, baseline]
+          : [baseline, DEFAULT_ADDON_PATH];
+    for (const addon of order) (addon === DEFAULT_ADDON_PATH ? mine : theirs).push(measure(addon));
+  }
+  const ms = (rs: ProductsResult[]) => rs.map((r) => r.milliseconds);
+  const gbs = (rs: ProductsResult[]) => median(rs.map((r) => r.weightBytes / r.milliseconds / 1e6));
+  const first = mine[0]!;
+  let line = `${spec} (${first.isa}, ${fixed(first.weightBytes / 1e6, 0)} MB): this build ${ms(mine)
+    .map((t) => fixed(t, 2))
+    .join(' ')} ms, ${fixed(gbs(mine), 1)} GB/s`;
+  if (baseline !== undefined) {
+    const ratios = mine.map((r, i) => r.milliseconds / theirs[i]!.milliseconds);
+    line += `; baseline ${ms(theirs)
+      .map((t) => fixed(t, 2))
+      .join(' ')} ms, ${fixed(gbs(theirs), 1)} GB/s`;
+    line += `; time ratio by pair ${ratios.map((r) => fixed(r, 3)).join(' ')}, median ${fixed(median(ratios), 3)}`;
+  }
+  process.stdout.write(`${line}\n`);
+}
