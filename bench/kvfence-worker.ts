@@ -7,11 +7,10 @@ import { NativeBackend } from '../src/compute/native-backend.js';
 import { argmax } from '../src/engine/sampler.js';
 import { makeKvLayout, pagesForTokens } from '../src/kv/kv-layout.js';
 import { newPageTable, type PageTable } from '../src/kv/page-table.js';
-import { tensorByteSize } from '../src/model/gguf-types.js';
-import { type LoadedModel, loadModel } from '../src/model/load-model.js';
-import type { WeightMatrix } from '../src/model/weights.js';
+import { loadModel } from '../src/model/load-model.js';
 import { median } from '../src/util/median.js';
 import { type BenchJob, benchPrompt, type KvfenceExtras, type KvfenceSamples, RESULT_MARKER } from './bench-types.js';
+import { layerMatrices, matrixBytes } from './decode-weights.js';
 import { benchPool } from './unchecked-pool.js';
 
 const PAGE_SIZE = 16;
@@ -72,15 +71,6 @@ function aggregate(streams: number): number {
   const elapsed = seconds(started);
   for (const table of tables) forward.pool.releaseAll(table);
   return (streams * job.aggregateSteps) / elapsed;
-}
-
-function weightBytesPerToken(m: LoadedModel): number {
-  const bytes = (w: WeightMatrix) => tensorByteSize(w.dtype, w.inDim * w.outDim);
-  const layers = m.weights.layers.reduce(
-    (sum, l) => sum + [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown].reduce((s, w) => s + bytes(w), 0),
-    0,
-  );
-  return layers + bytes(m.weights.output);
 }
 
 /** STREAM's triad over three 64 MiB arrays (far beyond the caches), GB/s counted as STREAM does: 3 arrays × 4 bytes. */
@@ -158,7 +148,7 @@ const samples: KvfenceSamples = {
   aggregateTokensPerSecond: {},
   info: {},
   triadBesideDecode: [],
-  weightBytesPerToken: weightBytesPerToken(model),
+  weightBytesPerToken: matrixBytes([...layerMatrices(model), model.weights.output]),
 };
 for (let rep = 0; rep < job.repetitions; rep++) {
   // the ceiling measured right before and right after this decode: on a shared machine the triad swings 2× within a

@@ -3,10 +3,10 @@
  * layer's Q, K, V, O, gate, up and down, `rows` rows of x each), called back to back, and prints the median.
  */
 import { NativeBackend, type NativeIsa } from '../src/compute/native-backend.js';
-import { tensorByteSize } from '../src/model/gguf-types.js';
 import { loadModel } from '../src/model/load-model.js';
 import { median } from '../src/util/median.js';
 import { RESULT_MARKER } from './bench-types.js';
+import { layerMatrices, matrixBytes } from './decode-weights.js';
 
 export interface ProductsJob {
   modelPath: string;
@@ -28,7 +28,7 @@ const job = JSON.parse(process.argv[2] ?? '{}') as ProductsJob;
 const model = loadModel(job.modelPath);
 const backend = new NativeBackend({ threadCount: job.threadCount, addonPath: job.addonPath });
 if (job.isa !== undefined) backend.useIsa(job.isa);
-const matrices = model.weights.layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown]);
+const matrices = layerMatrices(model);
 const widest = Math.max(...matrices.flatMap((w) => [w.inDim, w.outDim]));
 const x = Float32Array.from({ length: widest * job.rows }, (_, i) => Math.sin(i));
 const out = new Float32Array(widest * job.rows);
@@ -40,7 +40,7 @@ const pass = () => {
 pass();
 const result: ProductsResult = {
   milliseconds: median(Array.from({ length: job.passes }, pass)),
-  weightBytes: matrices.reduce((sum, w) => sum + tensorByteSize(w.dtype, w.inDim * w.outDim), 0),
+  weightBytes: matrixBytes(matrices),
   isa: backend.isa,
 };
 backend.close();
