@@ -276,14 +276,15 @@ async function parent(args: Args): Promise<void> {
   child.send({ cmd: 'exit' } satisfies ToChild);
   const gbs = (ms: number) => bytes / (ms / 1e3) / 1e9;
   const side = (ms: number) => `${ms.toFixed(0)} ms (${gbs(ms).toFixed(2)} GB/s a core)`;
-  const rawMedians = (kind: RawKind) => ({
-    ms: median(raws[kind].ms),
-    sender: median(raws[kind].sender),
-    receiver: median(raws[kind].receiver),
-  });
+  const rawMedians = Object.fromEntries(
+    RAW_KINDS.map((k) => [
+      k,
+      { ms: median(raws[k].ms), sender: median(raws[k].sender), receiver: median(raws[k].receiver) },
+    ]),
+  ) as Record<RawKind, { ms: number; sender: number; receiver: number }>;
   // the goal is read against the faster plain socket
-  const strict = RAW_KINDS.reduce((a, b) => (rawMedians(a).ms <= rawMedians(b).ms ? a : b));
-  const raw = rawMedians(strict);
+  const strict = RAW_KINDS.reduce((a, b) => (rawMedians[a].ms <= rawMedians[b].ms ? a : b));
+  const raw = rawMedians[strict];
   console.log(
     `KV transfer over TCP loopback: ${args.pages} pages × ${args.pageBytes} B = ${(bytes / 2 ** 20).toFixed(0)} MiB, median of ${args.runs} runs; ` +
       `node ${process.version}, OpenSSL ${process.versions.openssl ?? 'none'} (the AEAD's speed depends on it)`,
@@ -295,11 +296,11 @@ async function parent(args: Args): Promise<void> {
   for (const aead of kinds) {
     line(`kvfence transfer (xxh64 checksums, ${AEAD} frames, auth; ${LABELS[aead]}):`, median(measured.get(aead)!.ms));
   }
-  for (const kind of RAW_KINDS) line(`raw TCP, same bytes, ${RAW_LABELS[kind]}:`, rawMedians(kind).ms);
+  for (const kind of RAW_KINDS) line(`raw TCP, same bytes, ${RAW_LABELS[kind]}:`, rawMedians[kind].ms);
   const primary = kinds[0]!; // the path that serves: the native one where the addon is built
   const primaryMs = median(measured.get(primary)!.ms);
   for (const kind of RAW_KINDS) {
-    const against = rawMedians(kind).ms;
+    const against = rawMedians[kind].ms;
     console.log(
       `  ratio transfer / raw (${RAW_LABELS[kind]}${kind === strict ? ', the faster: the goal' : ''}): ` +
         kinds.map((k) => `${(against / median(measured.get(k)!.ms)).toFixed(2)} (${LABELS[k]})`).join(', '),
@@ -326,7 +327,7 @@ async function parent(args: Args): Promise<void> {
     );
   }
   for (const kind of RAW_KINDS) {
-    const r = rawMedians(kind);
+    const r = rawMedians[kind];
     console.log(
       `  CPU a side (medians), raw, ${RAW_LABELS[kind]}: sender ${side(r.sender)}, receiver ${side(r.receiver)}`,
     );
