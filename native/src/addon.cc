@@ -253,11 +253,14 @@ class Context : public Napi::ObjectWrap<Context> {
     return env.Undefined();
   }
 
-  // Output columns per matmul task: all of them when the call is small, else about two tasks a thread (long
-  // sequential weight streams, and slack for a thread that starts late) in multiples of every tile width.
+  // Output columns per matmul task: all of them when the call is small, else in multiples of every tile width, one
+  // task a thread for a single row (a decode step, bound by reading the weights: each task starts a stream of its
+  // own, which costs ~1 µs to get going from memory) and about two a thread for more (slack for a thread that starts
+  // late). One task a thread made a decode token's products of 135m Q8_0 take 0.93× the time (docs/native.md).
   int64_t columnChunk(int64_t rowCount, int64_t inDim, int64_t columns) const {
     if (rowCount * inDim * columns < kInlineWork || pool_->threadCount() <= 1) return columns;
-    const int64_t perTask = (columns + pool_->threadCount() * 2 - 1) / (pool_->threadCount() * 2);
+    const int64_t tasks = pool_->threadCount() * (rowCount == 1 ? 1 : 2);
+    const int64_t perTask = (columns + tasks - 1) / tasks;
     return std::min(columns, (perTask + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum);
   }
 
