@@ -50,6 +50,21 @@ test('buffers kept from a larger earlier call leak nothing: a smaller call gives
   assert.deepEqual(prefillLogits(reused, small, 1), prefillLogits(fresh, small, 1));
 });
 
+test("the logits a call returns are its caller's own: disjoint between inputs, untouched by a later call", () => {
+  const forward = forwardFor(model, 64, 16);
+  const [outA, outB] = forward.run([
+    { table: sequence(forward, 'a', 16), tokens: promptOf(model, 3, 1), logits: 'last' },
+    { table: sequence(forward, 'b', 16), tokens: promptOf(model, 3, 2), logits: 'all' },
+  ]);
+  assert.ok(outA?.ok && outB?.ok);
+  const keptB = outB.logits.slice();
+  outA.logits.fill(Number.NaN);
+  assert.deepEqual(outB.logits, keptB, "writing one input's logits leaves another's alone");
+  // a later call, with every row's logits wanted, writes as much as the output product can
+  assert.ok(forward.run([{ table: sequence(forward, 'c', 16), tokens: promptOf(model, 9, 3), logits: 'all' }])[0]!.ok);
+  assert.deepEqual(outB.logits, keptB, "a later call leaves an earlier call's logits alone");
+});
+
 test('a sequence whose page was taken over fails alone; the others in the batch still run', () => {
   const forward = forwardFor(model, 8, 16);
   const a = sequence(forward, 'a', 16);
