@@ -71,17 +71,15 @@ for (const spec of values.models!.split(',')) {
           : [baseline, DEFAULT_ADDON_PATH];
     for (const addon of order) (addon === DEFAULT_ADDON_PATH ? mine : theirs).push(measure(addon));
   }
-  const ms = (rs: ProductsResult[]) => rs.map((r) => r.milliseconds);
-  const gbs = (rs: ProductsResult[]) => median(rs.map((r) => r.weightBytes / r.milliseconds / 1e6));
+  // each process's time, then the median rate
+  const times = (rs: ProductsResult[]) =>
+    `${rs.map((r) => fixed(r.milliseconds, 2)).join(' ')} ms, ` +
+    `${fixed(median(rs.map((r) => r.weightBytes / r.milliseconds / 1e6)), 1)} GB/s`;
   const first = mine[0]!;
-  let line = `${spec} (${first.isa}, ${fixed(first.weightBytes / 1e6, 0)} MB): this build ${ms(mine)
-    .map((t) => fixed(t, 2))
-    .join(' ')} ms, ${fixed(gbs(mine), 1)} GB/s`;
+  let line = `${spec} (${first.isa}, ${fixed(first.weightBytes / 1e6, 0)} MB): this build ${times(mine)}`;
   if (baseline !== undefined) {
     const ratios = mine.map((r, i) => r.milliseconds / theirs[i]!.milliseconds);
-    line += `; baseline ${ms(theirs)
-      .map((t) => fixed(t, 2))
-      .join(' ')} ms, ${fixed(gbs(theirs), 1)} GB/s`;
+    line += `; baseline ${times(theirs)}`;
     line += `; time ratio by pair ${ratios.map((r) => fixed(r, 3)).join(' ')}, median ${fixed(median(ratios), 3)}`;
   }
   process.stdout.write(`${line}\n`);
