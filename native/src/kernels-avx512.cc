@@ -30,10 +30,17 @@ namespace avx512 {
 #define KVF_TILE_COLS 8
 // a plain type's 32-value step must fit the registers: past them GCC spills accumulators (a 4 × 6 tile did)
 static_assert(2 * KVF_TILE_ROWS + KVF_TILE_ROWS * KVF_TILE_COLS + 2 <= 32, "the matmul tile must fit the 32 registers");
+// small batches of quantized rows: 5 rows × 4 outputs, 20 accumulators + x for 2 × 5 rows + 2 w (6 × 3 ran 1.2-1.5x
+// the time; 4 × 4 and 4 × 5 about as this at 4 rows, and slower at 5)
+#define KVF_WIDE_ROWS 5
+#define KVF_WIDE_COLS 4
+static_assert(2 * KVF_WIDE_ROWS + KVF_WIDE_ROWS * KVF_WIDE_COLS + 2 <= 32, "the wide tile must fit the 32 registers");
 #include "simd-avx512.h"
 #include "kernels-body.inc"
 #undef KVF_TILE_ROWS
 #undef KVF_TILE_COLS
+#undef KVF_WIDE_ROWS
+#undef KVF_WIDE_COLS
 }  // namespace avx512
 
 const KernelTable* kernelsAvx512() {

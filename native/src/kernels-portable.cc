@@ -13,7 +13,12 @@ namespace portable {
 #define KVF_TILE_ROWS 2
 #define KVF_TILE_COLS 2
 #include "simd-portable.h"
+// no wide tile: the registers hold no more rows
+#define KVF_WIDE_ROWS KVF_TILE_ROWS
+#define KVF_WIDE_COLS KVF_TILE_COLS
 #include "kernels-body.inc"
+#undef KVF_WIDE_ROWS
+#undef KVF_WIDE_COLS
 #undef KVF_TILE_ROWS
 #undef KVF_TILE_COLS
 }  // namespace portable

@@ -38,7 +38,13 @@ test('every block type: each instruction set and thread count gives the same log
     const prompt = promptOf(model, 40, 2);
     const want = prefillLogits(forwardFor(model, 8, 16, native), prompt, 40);
     assertSameOnEveryIsa((backend) => prefillLogits(forwardFor(model, 8, 16, backend), prompt, 40), want, dtype);
-    assertSameBits(prefillLogits(forwardFor(model, 8, 16, native), prompt, 7), want, `${dtype} chunks of 7`);
+    // 40 rows go through the dequantized copy; chunks of 4 through the wide tile (AVX-512), of 7 through it (Q8_0) or the copy
+    for (const chunk of [4, 7])
+      assertSameBits(
+        prefillLogits(forwardFor(model, 8, 16, native), prompt, chunk),
+        want,
+        `${dtype} chunks of ${chunk}`,
+      );
   }
 });
 
