@@ -27,12 +27,18 @@ namespace avx2 {
 #define KVF_TILE_ROWS 2
 #define KVF_TILE_COLS 3
 #include "simd-avx2.h"
-// no wide tile: the registers hold no more rows
-#define KVF_WIDE_ROWS KVF_TILE_ROWS
-#define KVF_WIDE_COLS KVF_TILE_COLS
+// small batches of quantized rows: 4 rows × 1 output, 4 accumulators + x for 2 × 4 rows + 2 w (3 × 2 was as fast at 3
+// rows and no faster than 2 × 3 at 4). Through it, batches of up to 16 rows of any block type skip the copy (which
+// wins from 32 rows; docs/native.md).
+#define KVF_WIDE_ROWS 4
+#define KVF_WIDE_COLS 1
+#define KVF_DIRECT_ROWS_Q8 16
+#define KVF_DIRECT_ROWS 16
 #include "kernels-body.inc"
 #undef KVF_WIDE_ROWS
 #undef KVF_WIDE_COLS
+#undef KVF_DIRECT_ROWS_Q8
+#undef KVF_DIRECT_ROWS
 #undef KVF_TILE_ROWS
 #undef KVF_TILE_COLS
 }  // namespace avx2

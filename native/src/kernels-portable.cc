@@ -13,12 +13,16 @@ namespace portable {
 #define KVF_TILE_ROWS 2
 #define KVF_TILE_COLS 2
 #include "simd-portable.h"
-// no wide tile: the registers hold no more rows
+// no wide tile; Q8_0 batches of up to 4 row tiles skip the dequantized copy, the other types' none
 #define KVF_WIDE_ROWS KVF_TILE_ROWS
 #define KVF_WIDE_COLS KVF_TILE_COLS
+#define KVF_DIRECT_ROWS_Q8 (4 * KVF_TILE_ROWS)
+#define KVF_DIRECT_ROWS KVF_TILE_ROWS
 #include "kernels-body.inc"
 #undef KVF_WIDE_ROWS
 #undef KVF_WIDE_COLS
+#undef KVF_DIRECT_ROWS_Q8
+#undef KVF_DIRECT_ROWS
 #undef KVF_TILE_ROWS
 #undef KVF_TILE_COLS
 }  // namespace portable
