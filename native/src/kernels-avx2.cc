@@ -27,9 +27,9 @@ namespace avx2 {
 #define KVF_TILE_ROWS 2
 #define KVF_TILE_COLS 3
 #include "simd-avx2.h"
-// small batches of quantized rows: 4 rows × 1 output, 4 accumulators + x for 2 × 4 rows + 2 w (3 × 2 was as fast at 3
-// rows and no faster than 2 × 3 at 4). Through it, batches of up to 16 rows of any block type skip the copy (which
-// wins from 32 rows; docs/native.md).
+// small batches: 4 rows × 1 output, 4 accumulators + x for 2 × 4 rows + 2 w (3 × 2 was as fast at 3 rows and no
+// faster than 2 × 3 at 4). Through it go batches of 3-16 rows of every type; the block types skip the copy up to
+// there (it wins from 32 rows; docs/native.md).
 #define KVF_WIDE_ROWS 4
 #define KVF_WIDE_COLS 1
 #define KVF_DIRECT_ROWS_Q8 16

@@ -30,10 +30,10 @@ namespace avx512 {
 #define KVF_TILE_COLS 8
 // a plain type's 32-value step must fit the registers: past them GCC spills accumulators (a 4 × 6 tile did)
 static_assert(2 * KVF_TILE_ROWS + KVF_TILE_ROWS * KVF_TILE_COLS + 2 <= 32, "the matmul tile must fit the 32 registers");
-// small batches of quantized rows: 5 rows × 4 outputs, 20 accumulators + x for 2 × 5 rows + 2 w (6 × 3 ran 1.2-1.5x
-// the time; 4 × 4 and 4 × 5 about as this at 4 rows, and slower at 5; 8 × 1, 7 × 2 and 6 × 2 slower but for Q4_K_M at
-// 6-8 rows). Through it, batches of up to 16 Q8_0 rows and of up to 4 rows of the other block types skip the copy
-// (the copy wins from 5 rows for Q6_K, from 6 for Q4_K_M, and from 32 for Q8_0; docs/native.md).
+// small batches: 5 rows × 4 outputs, 20 accumulators + x for 2 × 5 rows + 2 w (6 × 3 ran 1.2-1.5x the time; 4 × 4
+// and 4 × 5 about as this at 4 rows, and slower at 5; 8 × 1, 7 × 2 and 6 × 2 slower but for Q4_K_M at 6-8 rows).
+// Through it go batches of 4-16 F32, F16, BF16 or Q8_0 rows, and of 4 rows of the other block types, which skip the
+// copy up to there (it wins from 5 rows for Q6_K, from 6 for Q4_K_M, and from 32 for Q8_0; docs/native.md).
 #define KVF_WIDE_ROWS 5
 #define KVF_WIDE_COLS 4
 #define KVF_DIRECT_ROWS_Q8 16
