@@ -6,8 +6,10 @@
  *
  *   job ──▶ computing (PrefillEngine, bounded wait for pages) ──▶ sending (TransferSender) ──▶ prefilled | end(failed)
  *
- * The sender reads each page through a private copy (`stage`), so the pool's pages can be released the moment the send
- * settles without a socket still holding a view of them (a freed page is never on the wire).
+ * The sender reads the pool's pages where they lie: the channel seals each frame into a buffer of its own before `send`
+ * returns (FrameChannel), so once the send settles nothing holds a view of a page, and the pages are released then (a
+ * freed page is never on the wire). Until 2026-12-05 each page went through a private copy first, which nearly doubled
+ * the sender's CPU per page (docs/protocol.md §8).
  */
 
 import type { PoolStats } from '../cluster/control-protocol.js';
@@ -148,12 +150,11 @@ export class PrefillWorker {
   }
 
   /**
-   * The pages as the sender reads them: each through a private copy taken at send time (see the file comment), with
-   * the checksums sealed on the pool's pages. Protected only for the mutation self-test (test/mutants/).
+   * The pages as the sender reads them: the pool's own, with the checksums sealed on them (see the file comment). A
+   * seam only for the mutation self-test (test/mutants/), whose seeded fault stages every job's pages in one shared area.
    */
-  protected stage(pages: KvPageSource): KvPageSource {
-    const { pageCount, pageBytes, checksums } = pages;
-    return { pageCount, pageBytes, checksums, pageView: (index) => pages.pageView(index).slice() };
+  protected sendSource(pages: KvPageSource): KvPageSource {
+    return pages;
   }
 
   private deliver(events: readonly PrefillEvent[]): void {
@@ -189,7 +190,7 @@ export class PrefillWorker {
     try {
       const { pool, checksum } = this.options;
       const pages = tableTransferSource(pool, prefilled.table, prefilled.request.promptTokens.length, checksum);
-      const source = this.stage(pages);
+      const source = this.sendSource(pages);
       const channel = await this.options.transport.connect(job.decodeAddress);
       const sender = this.newSender(channel, job.ticket);
       state.sender = sender;

@@ -12,7 +12,11 @@ export interface FrameChannelHandlers {
 }
 
 export interface FrameChannel {
-  /** queues one frame, the concatenation of `parts`; false: above the high-water mark, await `drained` */
+  /**
+   * Queues one frame, the concatenation of `parts`, taking what it needs from them before it returns: the caller may
+   * change or free them then (the prefill worker releases the pages it sent). False: above the high-water mark, await
+   * `drained`.
+   */
   send(parts: readonly Uint8Array[]): boolean;
   /** resolves when writable again; rejects (backpressure_timeout, connection_closed) otherwise */
   drained(timeoutMs: number): Promise<void>;

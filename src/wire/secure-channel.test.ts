@@ -1,6 +1,7 @@
 /**
  * The sender's sealed-frame buffers: a page-sized frame goes out in a buffer the stream handed back from an earlier
- * frame of its size, never in one the stream still holds, and what arrives is every frame intact.
+ * frame of its size, never in one the stream still holds, nor in one the caller owns, and what arrives is every frame
+ * intact.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -71,6 +72,42 @@ test('the spares are bounded in number and in bytes, the oldest going first', ()
   channel.destroy();
 });
 
+/** A stream to read frames from: what is fed to it is read, as from a socket. */
+function inboundStream() {
+  let feed: ByteStreamHandlers | undefined;
+  const stream: ByteStream = {
+    closed: false,
+    setHandlers: (h) => {
+      feed = h;
+    },
+    end: () => {},
+    destroy: () => {},
+    write: () => true,
+  };
+  return { stream, feed: (bytes: Uint8Array) => feed!.data(bytes) };
+}
+
+test('send takes what it needs before it returns: pages scrubbed then still arrive as they were', async () => {
+  // the prefill worker releases (zeroes) the pages it sent once the send settles, while the socket may still hold
+  // sealed frames: nothing queued may be a view of them
+  const out = heldStream();
+  const sender = new SecureChannel(out.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
+  const sent: Uint8Array[] = [];
+  for (let i = 0; i < 3; i++) {
+    const page = new Uint8Array(PAGE).map((_, j) => (j * 5 + i) & 0xff);
+    sent.push(page.slice());
+    sender.send([page.subarray(0, 64), page.subarray(64)]);
+    page.fill(0);
+  }
+  await new Promise((resolve) => setImmediate(resolve)); // whatever the channel might have left for later runs now
+  const inbound = inboundStream();
+  const received: Uint8Array[] = [];
+  const receiver = new SecureChannel(inbound.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
+  receiver.setHandlers({ frame: (b) => received.push(b.slice()), close: () => {} });
+  for (const w of out.written) inbound.feed(w.bytes); // the buffers the stream still holds, not copies
+  assert.deepEqual(received, sent);
+});
+
 test('frames sealed into handed-back buffers open to exactly what was sent', () => {
   const out = heldStream();
   const sender = new SecureChannel(out.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
@@ -82,18 +119,9 @@ test('frames sealed into handed-back buffers open to exactly what was sent', () 
     out.written[i]!.release!(); // at once: every later frame reuses a buffer
   }
   const received: Uint8Array[] = [];
-  let feed: ByteStreamHandlers | undefined;
-  const inbound: ByteStream = {
-    closed: false,
-    setHandlers: (h) => {
-      feed = h;
-    },
-    end: () => {},
-    destroy: () => {},
-    write: () => true,
-  };
-  const receiver = new SecureChannel(inbound, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
+  const inbound = inboundStream();
+  const receiver = new SecureChannel(inbound.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
   receiver.setHandlers({ frame: (b) => received.push(b.slice()), close: () => {} });
-  for (const w of out.written) feed!.data(w.copy);
+  for (const w of out.written) inbound.feed(w.copy);
   assert.deepEqual(received, sent);
 });

@@ -185,7 +185,7 @@ export function seededParts(faults: SeededFaults): EngineParts & GatewayParts {
 export class SharedStagingPrefillWorker extends PrefillWorker {
   private readonly staging: Uint8Array[] = [];
 
-  protected override stage(source: KvPageSource): KvPageSource {
+  protected override sendSource(source: KvPageSource): KvPageSource {
     for (let index = 0; index < source.pageCount; index++) {
       if (this.staging[index]?.byteLength !== source.pageBytes) this.staging[index] = new Uint8Array(source.pageBytes);
       this.staging[index]!.set(source.pageView(index));
