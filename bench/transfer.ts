@@ -7,7 +7,9 @@
  * the addon: the same bytes on the wire — and twice raw: into node's socket as it comes (a fresh buffer for every
  * read), and into one that reads into a buffer it reuses, as the transfer's sockets do (wire/socket-stream.ts). The
  * goal's ratio is read against the faster of the two. It also prints the bound that one core a side allows
- * (oneCoreBound), to read the ratio against.
+ * (oneCoreBound), to read the ratio against. The sender reads its pages where they lie, with checksums sealed beforehand,
+ * as the prefill worker sends a pool's pages (PrefillWorker.sendSource): a worker that read them otherwise (until
+ * f10f58c it sent each through a fresh copy) would not run at these figures.
  *
  *   npm run bench:transfer -- [--pages 256] [--page-bytes 1048576] [--runs 5]
  */
