@@ -132,7 +132,9 @@ describe('StreamWriter', { timeout: 30_000 }, () => {
   });
 
   it('does not cut a client that reads slowly but drains within the deadline', async () => {
-    const bounds = { bufferedBytesMax: 256 * 1024, drainTimeoutMs: 500 };
+    // between two bursts the server fills the socket's high-water mark at once (16 KiB on node 20, 64 KiB from node
+    // 22), then writes a chunk every 2 ms, ~225 KB a 300 ms pause: the byte bound leaves room for both
+    const bounds = { bufferedBytesMax: 512 * 1024, drainTimeoutMs: 500 };
     // 10 MiB: past the kernel's share, so the server's own buffer and drain events come into play, several times
     const { server, served } = streamingServer(bounds, 10 * 1024 * 1024, true);
     servers.push(server);

@@ -143,5 +143,6 @@ test('workers added and removed during load: no request lost, answers as alone, 
   await Promise.all([workers[0]!.drain(5_000), workers[1]!.drain(5_000)]);
   assert.ok(performance.now() - started < 1_000, `drained in ${(performance.now() - started).toFixed(0)} ms`);
   workers.splice(0, 2);
-  assert.ok(lookups > 10, `the resolver was asked again and again (${lookups})`);
+  // each role's answers changed twice after the first, so each was asked at least three times (more as time passes)
+  assert.ok(lookups >= 6, `the resolver was asked again and again (${lookups})`);
 });
