@@ -9,7 +9,7 @@
  * The sender reads the pool's pages where they lie: the channel seals each frame into a buffer of its own before `send`
  * returns (FrameChannel), so once the send settles nothing holds a view of a page, and the pages are released then (a
  * freed page is never on the wire). Until 2026-12-05 each page went through a private copy first, which cost the
- * sender 1.2–1.3× its CPU on node 20 and nearly 2× on node 24 (docs/protocol.md §8).
+ * sender 1.1–1.4× its CPU on node 20 and 1.8–2.1× on node 24 (docs/protocol.md §8).
  */
 
 import type { PoolStats } from '../cluster/control-protocol.js';
