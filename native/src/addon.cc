@@ -30,7 +30,7 @@ namespace kvf {
 namespace {
 
 // Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
-constexpr int32_t kAbiVersion = 7;
+constexpr int32_t kAbiVersion = 8;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
@@ -778,10 +778,30 @@ Napi::Value Xxh64(const Napi::CallbackInfo& info) {
   return Napi::BigInt::New(env, xxh64(bytes.Data(), bytes.ByteLength()));
 }
 
+// Copies one Uint8Array into another of the same length and returns the XXH64 of the bytes written, in one pass: the
+// receiver's page, from the frame into its pool
+Napi::Value Xxh64Copy(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  const auto isBytes = [&](size_t i) {
+    return info[i].IsTypedArray() && info[i].As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array;
+  };
+  if (info.Length() != 2 || !isBytes(0) || !isBytes(1)) throwType(env, "xxh64Copy takes two Uint8Arrays");
+  auto source = info[0].As<Napi::Uint8Array>();
+  auto destination = info[1].As<Napi::Uint8Array>();
+  if (source.ByteLength() != destination.ByteLength()) throwType(env, "xxh64Copy: the lengths differ");
+  const uint8_t* from = source.Data();
+  uint8_t* to = destination.Data();
+  if (from < to + destination.ByteLength() && to < from + source.ByteLength() && source.ByteLength() > 0) {
+    throwType(env, "xxh64Copy: the ranges overlap");
+  }
+  return Napi::BigInt::New(env, xxh64Copy(from, source.ByteLength(), to));
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Context", Context::Define(env));
   exports.Set("Gcm", DefineGcm(env));
   exports.Set("xxh64", Napi::Function::New<Xxh64>(env, "xxh64"));
+  exports.Set("xxh64Copy", Napi::Function::New<Xxh64Copy>(env, "xxh64Copy"));
   exports.Set("adviseHugePages", Napi::Function::New<AdviseHugePages>(env, "adviseHugePages"));
   exports.Set("dupFd", Napi::Function::New<DupFd>(env, "dupFd"));
   exports.Set("abiVersion", Napi::Number::New(env, kAbiVersion));

@@ -29,7 +29,7 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 7;
+const ADDON_ABI_VERSION = 8;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
@@ -126,6 +126,8 @@ export interface NativeAddon {
   adviseHugePages(buffer: ArrayBuffer): number;
   /** XXH64 with seed 0 (native/src/xxh64.cc; the transfer's page checksum, transfer/page-checksum.ts) */
   xxh64(bytes: Uint8Array): bigint;
+  /** copies `source` into `destination` (same length, not overlapping) and returns the XXH64 of what it wrote */
+  xxh64Copy(source: Uint8Array, destination: Uint8Array): bigint;
   /** AES-256-GCM over caller-owned buffers (native/src/aead.cc; used through wire/frame-aead.ts) */
   Gcm: new (
     key: Uint8Array,

@@ -213,8 +213,8 @@ export class PrefillWorker {
   }
 
   private newSender(channel: FrameChannel, ticket: TransferTicket): TransferSender {
-    const { checksum, clock, transferDeadlineMs, idleTimeoutMs } = this.options;
-    return new TransferSender(channel, ticket, { checksum, clock, deadlineMs: transferDeadlineMs, idleTimeoutMs });
+    const { clock, transferDeadlineMs, idleTimeoutMs } = this.options;
+    return new TransferSender(channel, ticket, { clock, deadlineMs: transferDeadlineMs, idleTimeoutMs });
   }
 
   /** Best effort: tell the decode side this job will not come, so its reservation ends now rather than at its deadline. */

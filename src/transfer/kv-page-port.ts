@@ -22,9 +22,9 @@ export interface KvPageSource {
   readonly pageCount: number;
   readonly pageBytes: number;
   /**
-   * Each page's checksum, sealed where the KV was computed (before any staging copy). The COMMIT's manifest digest is
-   * built from these, so it checks the KV end to end: a page whose bytes changed between the computation and the wire
-   * passes its PAGE checksum (which covers only the hop) but fails the digest.
+   * Each page's checksum, sealed where the KV was computed (before any staging copy). Each PAGE carries its page's, and
+   * the COMMIT's manifest digest is built from them, so the receiver checks the KV end to end: a page whose bytes
+   * changed anywhere between the computation and the decode pool fails its PAGE check.
    */
   readonly checksums: readonly bigint[];
   pageView(index: number): Uint8Array;

@@ -1,9 +1,9 @@
 /**
  * The manifest digest a COMMIT carries: SHA-256 over the binding and every page's (index, tokenCount, checksum) in
- * order. The sender builds it from the checksums sealed where prefill computed the KV (KvPageSource.checksums), the
- * receiver from the PAGE checksums it accepted (each checked against the bytes that arrived). Equal digests mean the
- * pages decode holds are, in order and content, the ones prefill computed for this request: end to end, where a PAGE
- * checksum alone covers only the hop. The input is ~20 bytes a page, so a cryptographic hash costs nothing here.
+ * order. The sender builds it from the checksums sealed where prefill computed the KV (KvPageSource.checksums), which
+ * its PAGEs carried, the receiver from the PAGE checksums it accepted (each checked against the bytes as they landed
+ * in its pool). Equal digests mean the receiver accepted, in order, every page the sender sealed, with the token
+ * counts the ticket gives. The input is ~20 bytes a page, so a cryptographic hash costs nothing here.
  */
 import { createHash } from 'node:crypto';
 import { utf8Bytes } from '../util/byte-cursor.js';

@@ -8,19 +8,41 @@
  */
 import xxhash from 'xxhash-wasm';
 import { sharedAddon } from '../compute/native-backend.js';
+import { assert } from '../util/assert.js';
 
 export interface PageChecksum {
   readonly name: string;
   /** which implementation computes it */
   readonly by: 'native' | 'wasm';
   of(bytes: Uint8Array): bigint;
+  /**
+   * Copies `source` into `destination` (the same length) and returns the checksum of the bytes as written there: one
+   * pass over the page where the addon computes it, a copy and then a hash of the copy otherwise.
+   */
+  copyOf(source: Uint8Array, destination: Uint8Array): bigint;
 }
 
 /** XXH64 by the addon where it loads, else by xxhash-wasm; `by` forces one (tests, the bench). */
 export async function createPageChecksum(by?: PageChecksum['by']): Promise<PageChecksum> {
   const addon = by === 'wasm' ? null : sharedAddon();
-  if (addon !== null) return { name: 'xxh64', by: 'native', of: (bytes) => addon.xxh64(bytes) };
+  if (addon !== null) {
+    return {
+      name: 'xxh64',
+      by: 'native',
+      of: (bytes) => addon.xxh64(bytes),
+      copyOf: (source, destination) => addon.xxh64Copy(source, destination),
+    };
+  }
   if (by === 'native') throw new Error('the native checksum needs the native addon (npm run build:native)');
   const api = await xxhash();
-  return { name: 'xxh64', by: 'wasm', of: (bytes) => api.h64Raw(bytes) };
+  return {
+    name: 'xxh64',
+    by: 'wasm',
+    of: (bytes) => api.h64Raw(bytes),
+    copyOf: (source, destination) => {
+      assert(source.byteLength === destination.byteLength, 'a page is copied whole');
+      destination.set(source);
+      return api.h64Raw(destination);
+    },
+  };
 }

@@ -139,13 +139,16 @@ export class ReceiveSession {
     if (bytes.byteLength !== t.pageBytes) {
       throw new TransferError('page_size_mismatch', `page ${index} has ${bytes.byteLength} bytes, not ${t.pageBytes}`);
     }
-    if (this.checksum.of(bytes) !== checksum) throw new TransferError('checksum_mismatch', `page ${index}`);
     if (!this.sink.isOpen())
       throw new TransferError('reservation_closed', 'the reservation was closed under the transfer');
-    // checked above, written here, in the same synchronous call
+    // checked above, written here, in the same synchronous call. The checksum is of the bytes as they now lie in the
+    // page, taken in the copy's one pass; the page counts as written only once it matches, and a mismatch fails the
+    // session, whose release scrubs every page of the reservation (this one included).
     const view = this.sink.pageView(index);
     assert(view.byteLength === bytes.byteLength, 'sink page view has the ticket page size');
-    view.set(bytes);
+    if (!this.checksumMatches(this.checksum.copyOf(bytes, view), checksum)) {
+      throw new TransferError('checksum_mismatch', `page ${index}`);
+    }
     this.sink.markPageWritten(index, tokenCount);
     this.entries.push({ index, tokenCount, checksum });
     this.move('PAGE_OK');
@@ -183,6 +186,14 @@ export class ReceiveSession {
     this.move('COMMIT_OK');
     this.onTerminal(this.outcomeNow);
     return true;
+  }
+
+  /**
+   * I5: a page's bytes, as stored in the pool, have the checksum sealed where prefill computed them. Protected for the
+   * mutation self-test.
+   */
+  protected checksumMatches(stored: bigint, sealed: bigint): boolean {
+    return stored === sealed;
   }
 
   /** I5's last check: the COMMIT's digest is the one of the pages received. Protected for the mutation self-test. */

@@ -3,7 +3,9 @@
  * waiting on backpressure, and counts the transfer done only when the receiver echoes the same COMMIT (same binding,
  * same digest). A receiver ABORT, a close without the echo, a drain or acknowledgement timeout, or the overall
  * deadline all reject with a TransferError: never a silent success. `abort` sends ABORT with a reason instead.
- * Each PAGE's checksum covers the hop (the bytes sent); the COMMIT's digest covers the KV end to end (sealedDigest).
+ * Each PAGE carries the checksum sealed where prefill computed that page (KvPageSource.checksums), so the receiver's
+ * check of the bytes as they land in its pool covers the KV end to end; the COMMIT's digest is built from the same
+ * checksums (sealedDigest). The sender hashes nothing on the way.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { assert } from '../util/assert.js';
@@ -12,7 +14,6 @@ import { LIMITS } from '../util/limits.js';
 import type { FrameChannel } from '../wire/frame-channel.js';
 import type { KvPageSource } from './kv-page-port.js';
 import { type ManifestEntry, manifestDigest } from './manifest.js';
-import type { PageChecksum } from './page-checksum.js';
 import { pageTokenCount, sameBytes, type TransferTicket, ticketProblem } from './ticket.js';
 import { isTransferFailureReason, TransferError } from './transfer-error.js';
 import {
@@ -26,7 +27,6 @@ import {
 } from './wire-format.js';
 
 export interface TransferSenderOptions {
-  checksum: PageChecksum;
   clock: Clock;
   /** the whole push, acknowledgement included */
   deadlineMs: number;
@@ -85,9 +85,10 @@ export class TransferSender {
         this.check();
         const bytes = source.pageView(index);
         assert(bytes.byteLength === t.pageBytes, `source page ${index} has the ticket's size`);
-        // hop integrity: the checksum of exactly the bytes put on the wire
-        const page = { index, firstToken: index * t.pageSizeTokens, tokenCount: pageTokenCount(t, index) };
-        await this.push(encodePage(t, { ...page, checksum: this.options.checksum.of(bytes) }, bytes));
+        // end to end: the checksum sealed with the page, which the receiver checks against the bytes as it stores them
+        const checksum = source.checksums[index]!;
+        const page = { index, firstToken: index * t.pageSizeTokens, tokenCount: pageTokenCount(t, index), checksum };
+        await this.push(encodePage(t, page, bytes));
       }
       this.check();
       this.commitSent = {
@@ -172,10 +173,7 @@ export class TransferSender {
   }
 }
 
-/**
- * End to end: the manifest lists the checksums sealed where the KV was computed (KvPageSource.checksums), not those of
- * the bytes sent, so a page changed on its way to the wire (a staging mix-up) passes its PAGE check and fails the digest.
- */
+/** The manifest of the checksums sealed where the KV was computed (KvPageSource.checksums), which the PAGEs carried. */
 function sealedDigest(t: TransferTicket, source: KvPageSource): Uint8Array {
   const entries: ManifestEntry[] = source.checksums.map((checksum, index) => ({
     index,

@@ -17,11 +17,11 @@ import { MUTANT_SERVER_DEFAULTS, mutantModelPath, mutantWorkerSettings } from '.
 import { type ClusterFaults, seededWorkerParts } from './seeded-faults.js';
 
 /**
- * (d) `digest_unchecked`: I5's digest comparison removed at decode, plus the fault it exists to catch: a prefill
- * worker staging every job's pages in one shared area, so overlapping sends put another request's KV on the wire
- * under correct per-page checksums (README.md).
+ * (d) `checksum_unchecked`: I5's page checksum comparison removed at decode, plus the fault it exists to catch: a
+ * prefill worker staging every job's pages in one shared area, so overlapping sends put another request's KV on the
+ * wire under the checksums sealed for this request's pages (README.md).
  */
-export const DIGEST_UNCHECKED: ClusterFaults = { sharedStaging: true, digestUnchecked: true };
+export const CHECKSUM_UNCHECKED: ClusterFaults = { sharedStaging: true, checksumUnchecked: true };
 
 export interface MutantCluster {
   url: string;

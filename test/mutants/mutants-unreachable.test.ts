@@ -19,7 +19,7 @@ const FAULT_NAMES = [
   'epochUnchecked',
   'cancelLeavesRunning',
   'abortAsSuccess',
-  'digestUnchecked',
+  'checksumUnchecked',
   'sharedStaging',
   'staleIndex',
 ];

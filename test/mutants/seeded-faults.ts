@@ -116,8 +116,11 @@ export class MutantEngine extends Engine {
   }
 }
 
-/** (d)'s removed check: I5's digest comparison, so a COMMIT is accepted whatever its manifest digest says. */
-export class DigestUncheckedReceiver extends TransferReceiver {
+/**
+ * (d)'s removed check: I5's page checksum comparison, so a page is stored and counted written whatever its bytes. The
+ * COMMIT's digest still matches, since both sides build it from the checksums the PAGEs carried.
+ */
+export class ChecksumUncheckedReceiver extends TransferReceiver {
   constructor(options: TransferReceiverOptions) {
     super(options);
   }
@@ -127,12 +130,12 @@ export class DigestUncheckedReceiver extends TransferReceiver {
     sink: KvPageSink,
     onTerminal: (outcome: TransferOutcome) => void,
   ): ReceiveSession {
-    return new DigestUncheckedSession(ticket, sink, this.options.checksum, onTerminal);
+    return new ChecksumUncheckedSession(ticket, sink, this.options.checksum, onTerminal);
   }
 }
 
-class DigestUncheckedSession extends ReceiveSession {
-  protected override digestMatches(): boolean {
+class ChecksumUncheckedSession extends ReceiveSession {
+  protected override checksumMatches(): boolean {
     return true;
   }
 }
@@ -199,8 +202,8 @@ export class SharedStagingPrefillWorker extends PrefillWorker {
 export interface ClusterFaults {
   /** the prefill worker's staging mix-up */
   sharedStaging?: boolean;
-  /** the decode worker's removed digest check */
-  digestUnchecked?: boolean;
+  /** the decode worker's removed page checksum check */
+  checksumUnchecked?: boolean;
 }
 
 /** A worker's parts with the cluster faults seeded; `{}`: production's. */
@@ -210,6 +213,6 @@ export function seededWorkerParts(faults: ClusterFaults): WorkerParts {
     prefillWorker: (options) =>
       faults.sharedStaging === true ? new SharedStagingPrefillWorker(options) : new PrefillWorker(options),
     receiver: (options) =>
-      faults.digestUnchecked === true ? new DigestUncheckedReceiver(options) : new TransferReceiver(options),
+      faults.checksumUnchecked === true ? new ChecksumUncheckedReceiver(options) : new TransferReceiver(options),
   };
 }

@@ -239,7 +239,6 @@ export function startTransfer(
   const source = (options.source ?? ((n, b) => randomSource(n, b, checksum)))(pageCount, world.pool.pageBytes);
   const sent = (options.transport ?? world.transport).connect(world.listener.address).then((channel) => {
     const sender = new TransferSender(wrap(channel), handle.ticket, {
-      checksum,
       clock: systemClock,
       deadlineMs: options.deadlineMs ?? 10_000,
       idleTimeoutMs: 2_000,

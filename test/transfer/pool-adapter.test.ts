@@ -50,12 +50,7 @@ async function run(tokenCount: number, faulty: boolean) {
   const sender = new TransferSender(
     faulty ? new FaultyFrameChannel(channel, [{ kind: 'corrupt', frame: 2, byteIndex: 200 }]) : channel,
     handle.ticket,
-    {
-      checksum,
-      clock: systemClock,
-      deadlineMs: 5_000,
-      idleTimeoutMs: 1_000,
-    },
+    { clock: systemClock, deadlineMs: 5_000, idleTimeoutMs: 1_000 },
   );
   const sent = sender.send(tableTransferSource(prefill, table, tokenCount, checksum), [FIRST_TOKEN]);
   return { prefill, decode, table, reserved, handle, sent, close: () => listener.close() };

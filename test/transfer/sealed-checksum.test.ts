@@ -1,8 +1,8 @@
 /**
- * The COMMIT's digest is end to end (docs/protocol.md, Hashes): built from the checksums sealed where prefill computed
- * the KV, while each PAGE's checksum covers only the hop. A page whose bytes changed between the computation and the
- * wire (a staging-buffer mix-up in the sender: another request's KV, sent with a correct hop checksum) passes every
- * per-page check and fails the transfer at COMMIT with digest_mismatch; the reservation is scrubbed and released.
+ * Each PAGE carries the checksum sealed where prefill computed that page (docs/protocol.md, Hashes), and the receiver
+ * checks it against the bytes as it stores them. A page whose bytes changed between the computation and the wire (a
+ * staging-buffer mix-up in the sender: another request's KV) fails its PAGE check with checksum_mismatch; the page is
+ * never counted written, and the reservation, that page included, is scrubbed and released.
  */
 
 import assert from 'node:assert/strict';
@@ -12,7 +12,7 @@ import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-c
 import { TransferError } from '../../src/transfer/transfer-error.js';
 import { systemClock } from '../../src/util/clock.js';
 import { MemoryNetwork, MemoryTransport } from '../../src/wire/memory-transport.js';
-import { DigestUncheckedReceiver } from '../mutants/seeded-faults.js';
+import { ChecksumUncheckedReceiver } from '../mutants/seeded-faults.js';
 import { makeWorld, randomSource, SECRET, startTransfer, type World } from './harness.js';
 
 const TOKENS = 22; // 6 pages of 4 tokens
@@ -33,8 +33,8 @@ before(async () => {
       highWaterBytes: 1 << 20,
     });
   world = await makeWorld(transport(), checksum, { pageBytes: 1024 });
-  // the mutation self-test's receiver (test/mutants/seeded-faults.ts): it skips the digest comparison
-  mutantWorld = await makeWorld(transport(), checksum, { pageBytes: 1024, Receiver: DigestUncheckedReceiver });
+  // the mutation self-test's receiver (test/mutants/seeded-faults.ts): it skips the page checksum comparison
+  mutantWorld = await makeWorld(transport(), checksum, { pageBytes: 1024, Receiver: ChecksumUncheckedReceiver });
 });
 
 after(async () => {
@@ -49,23 +49,25 @@ function mixedSource(pageCount: number, pageBytes: number): KvPageSource & { all
   return { ...own, pageView: (i) => (i === MIXED_PAGE ? other.pageView(i) : own.pageView(i)) };
 }
 
-test('a page changed after it was sealed passes its PAGE check and fails the COMMIT (digest_mismatch)', async () => {
+test('a page changed after it was sealed fails its PAGE check (checksum_mismatch) and is scrubbed', async () => {
   const clean = startTransfer(world, checksum, 'req-clean', TOKENS);
   const mixed = startTransfer(world, checksum, 'req-mixed', TOKENS, (c) => c, { source: mixedSource });
-  await assert.rejects(mixed.sent, (e) => e instanceof TransferError && e.reason === 'digest_mismatch');
+  await assert.rejects(mixed.sent, (e) => e instanceof TransferError && e.reason === 'checksum_mismatch');
   const outcome = await mixed.outcome;
-  assert.ok(outcome.state === 'FAILED' && outcome.error.reason === 'digest_mismatch', JSON.stringify(outcome));
-  assert.deepEqual(mixed.sink.writes, [0, 1, 2, 3, 4, 5], 'every page passed its hop checksum');
+  assert.ok(outcome.state === 'FAILED' && outcome.error.reason === 'checksum_mismatch', JSON.stringify(outcome));
+  assert.match(outcome.error.message, new RegExp(`page ${MIXED_PAGE}`));
+  assert.deepEqual(mixed.sink.writes, [0, 1], 'only the pages before the mixed one count as written');
   assert.ok(mixed.sink.released, 'the reservation was scrubbed and released');
   await clean.sent;
   assert.equal((await clean.outcome).state, 'COMMITTED', 'an unmixed source commits');
   assert.deepEqual(clean.sink.bytes(), clean.source.all);
   clean.sink.close();
+  // the mixed page's bytes reached its pool page before the check failed: the release scrubbed them
   world.pool.checkClean();
   assert.equal(world.pool.freeCount, world.pool.pageCount);
 });
 
-test('mutation hook digestUnchecked: the same mixed transfer commits, and the sender counts it acknowledged', async () => {
+test('mutation hook checksumUnchecked: the same mixed transfer commits, and the sender counts it acknowledged', async () => {
   const mixed = startTransfer(mutantWorld, checksum, 'req-mixed', TOKENS, (c) => c, { source: mixedSource });
   await mixed.sent;
   assert.equal((await mixed.outcome).state, 'COMMITTED');
