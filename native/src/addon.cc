@@ -789,12 +789,11 @@ Napi::Value Xxh64Copy(const Napi::CallbackInfo& info) {
   auto source = info[0].As<Napi::Uint8Array>();
   auto destination = info[1].As<Napi::Uint8Array>();
   if (source.ByteLength() != destination.ByteLength()) throwType(env, "xxh64Copy: the lengths differ");
-  const uint8_t* from = source.Data();
-  uint8_t* to = destination.Data();
-  if (from < to + destination.ByteLength() && to < from + source.ByteLength() && source.ByteLength() > 0) {
-    throwType(env, "xxh64Copy: the ranges overlap");
-  }
-  return Napi::BigInt::New(env, xxh64Copy(from, source.ByteLength(), to));
+  const size_t length = source.ByteLength();
+  const auto from = reinterpret_cast<uintptr_t>(source.Data());
+  const auto to = reinterpret_cast<uintptr_t>(destination.Data());
+  if (length > 0 && from < to + length && to < from + length) throwType(env, "xxh64Copy: the ranges overlap");
+  return Napi::BigInt::New(env, xxh64Copy(source.Data(), length, destination.Data()));
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {

@@ -104,8 +104,9 @@ uint64_t hashStripes(const uint8_t* p, size_t length, uint8_t* out) {
   }
   if constexpr (kCopy) {
     storeFence();
-    // the last 0..31 bytes: copied first, then hashed from where they now lie
-    std::memcpy(out, p, static_cast<size_t>(end - p));
+    // the last 0..31 bytes: copied first, then hashed from where they now lie (no memcpy of nothing: an empty array's
+    // data pointer may be null)
+    if (end != p) std::memcpy(out, p, static_cast<size_t>(end - p));
     return finish(h, length, out, out + (end - p));
   } else {
     return finish(h, length, p, end);

@@ -65,7 +65,8 @@ export function reserveTransferSink(
 /**
  * Prefill side: the computed pages of a table, as the TransferSender reads them. Checks I3 once, up front, and seals
  * every page's checksum right there: the pages are this request's, complete, and unchanged until it releases them, so
- * these are the checksums of the KV exactly as prefill computed it (the end-to-end half of the digest, kv-page-port.ts).
+ * these are the checksums of the KV exactly as prefill computed it, which each PAGE carries and the receiver checks
+ * the page as it stores it against (kv-page-port.ts).
  */
 export function tableTransferSource(
   pool: PagePool,

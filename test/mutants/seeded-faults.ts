@@ -182,8 +182,8 @@ export function seededParts(faults: SeededFaults): EngineParts & GatewayParts {
 
 /**
  * (d)'s fault: a staging-buffer mix-up. Every job stages its pages now, in one worker-wide area, and the sender reads
- * them back at send time, so of two overlapping sends the earlier one puts the later job's pages on the wire (with
- * correct hop checksums).
+ * them back at send time, so of two overlapping sends the earlier one puts the later job's pages on the wire, under
+ * the checksums sealed for its own (which the receiver's page check catches, unless (d) removed it).
  */
 export class SharedStagingPrefillWorker extends PrefillWorker {
   private readonly staging: Uint8Array[] = [];
