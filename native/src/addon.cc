@@ -769,31 +769,24 @@ Napi::Value DupFd(const Napi::CallbackInfo& info) {
 
 // XXH64 (seed 0) of a Uint8Array, as a BigInt: the transfer's page checksum, read where the page lies
 Napi::Value Xxh64(const Napi::CallbackInfo& info) {
-  const Napi::Env env = info.Env();
-  if (info.Length() != 1 || !info[0].IsTypedArray() ||
-      info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-    throwType(env, "xxh64 takes one Uint8Array");
-  }
-  auto bytes = info[0].As<Napi::Uint8Array>();
-  return Napi::BigInt::New(env, xxh64(bytes.Data(), bytes.ByteLength()));
+  if (info.Length() != 1) throwType(info.Env(), "xxh64 takes one Uint8Array");
+  const auto bytes = typedArrayArg<uint8_t>(info, 0, napi_uint8_array, "Uint8Array", "xxh64's bytes");
+  return Napi::BigInt::New(info.Env(), xxh64(bytes.data, bytes.length));
 }
 
 // Copies one Uint8Array into another of the same length and returns the XXH64 of the bytes written, in one pass: the
 // receiver's page, from the frame into its pool
 Napi::Value Xxh64Copy(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
-  const auto isBytes = [&](size_t i) {
-    return info[i].IsTypedArray() && info[i].As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array;
-  };
-  if (info.Length() != 2 || !isBytes(0) || !isBytes(1)) throwType(env, "xxh64Copy takes two Uint8Arrays");
-  auto source = info[0].As<Napi::Uint8Array>();
-  auto destination = info[1].As<Napi::Uint8Array>();
-  if (source.ByteLength() != destination.ByteLength()) throwType(env, "xxh64Copy: the lengths differ");
-  const size_t length = source.ByteLength();
-  const auto from = reinterpret_cast<uintptr_t>(source.Data());
-  const auto to = reinterpret_cast<uintptr_t>(destination.Data());
+  if (info.Length() != 2) throwType(env, "xxh64Copy takes two Uint8Arrays");
+  const auto source = typedArrayArg<uint8_t>(info, 0, napi_uint8_array, "Uint8Array", "xxh64Copy's source");
+  const auto destination = typedArrayArg<uint8_t>(info, 1, napi_uint8_array, "Uint8Array", "xxh64Copy's destination");
+  if (source.length != destination.length) throwType(env, "xxh64Copy: the lengths differ");
+  const size_t length = source.length;
+  const auto from = reinterpret_cast<uintptr_t>(source.data);
+  const auto to = reinterpret_cast<uintptr_t>(destination.data);
   if (length > 0 && from < to + length && to < from + length) throwType(env, "xxh64Copy: the ranges overlap");
-  return Napi::BigInt::New(env, xxh64Copy(source.Data(), length, destination.Data()));
+  return Napi::BigInt::New(env, xxh64Copy(source.data, length, destination.data));
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
