@@ -7,7 +7,8 @@
         "native/src/aead.cc",
         "native/src/dispatch.cc",
         "native/src/thread-pool.cc",
-        "native/src/xxh64.cc",
+        "native/src/xxh3.cc",
+        "native/src/xxh3-avx2.cc",
         "native/src/kernels-avx512.cc",
         "native/src/kernels-avx2.cc",
         "native/src/kernels-portable.cc"

@@ -24,13 +24,13 @@
 #include "dispatch.h"
 #include "kernels.h"
 #include "thread-pool.h"
-#include "xxh64.h"
+#include "xxh3.h"
 
 namespace kvf {
 namespace {
 
 // Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
-constexpr int32_t kAbiVersion = 8;
+constexpr int32_t kAbiVersion = 9;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
@@ -767,33 +767,56 @@ Napi::Value DupFd(const Napi::CallbackInfo& info) {
 #endif
 }
 
-// XXH64 (seed 0) of a Uint8Array, as a BigInt: the transfer's page checksum, read where the page lies
-Napi::Value Xxh64(const Napi::CallbackInfo& info) {
-  if (info.Length() != 1) throwType(info.Env(), "xxh64 takes one Uint8Array");
-  const auto bytes = typedArrayArg<uint8_t>(info, 0, napi_uint8_array, "Uint8Array", "xxh64's bytes");
-  return Napi::BigInt::New(info.Env(), xxh64(bytes.data, bytes.length));
+const char* xxh3IsaName(Xxh3Isa isa) { return isa == Xxh3Isa::avx2 ? "avx2" : "portable"; }
+
+// the form of XXH3's long-input loop argument `index` names (tests compare them), else the best this CPU runs
+Xxh3Isa xxh3IsaArg(const Napi::CallbackInfo& info, size_t index) {
+  const std::vector<Xxh3Isa> supported = xxh3Isas();
+  if (info.Length() <= index || info[index].IsUndefined()) return supported.front();
+  if (!info[index].IsString()) throwType(info.Env(), "an XXH3 form is named by a string");
+  const std::string name = info[index].As<Napi::String>().Utf8Value();
+  for (const Xxh3Isa isa : supported) {
+    if (name == xxh3IsaName(isa)) return isa;
+  }
+  throwType(info.Env(), "this CPU does not run the XXH3 form " + name);
 }
 
-// Copies one Uint8Array into another of the same length and returns the XXH64 of the bytes written, in one pass: the
+// XXH3 (64-bit, seed 0) of a Uint8Array, as a BigInt: the transfer's page checksum, read where the page lies
+Napi::Value Xxh3(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || info.Length() > 2) throwType(info.Env(), "xxh3 takes one Uint8Array and a form's name");
+  const auto bytes = typedArrayArg<uint8_t>(info, 0, napi_uint8_array, "Uint8Array", "xxh3's bytes");
+  return Napi::BigInt::New(info.Env(), xxh3(bytes.data, bytes.length, xxh3IsaArg(info, 1)));
+}
+
+// Copies one Uint8Array into another of the same length and returns the XXH3 of the bytes written, in one pass: the
 // receiver's page, from the frame into its pool
-Napi::Value Xxh64Copy(const Napi::CallbackInfo& info) {
+Napi::Value Xxh3Copy(const Napi::CallbackInfo& info) {
   const Napi::Env env = info.Env();
-  if (info.Length() != 2) throwType(env, "xxh64Copy takes two Uint8Arrays");
-  const auto source = typedArrayArg<uint8_t>(info, 0, napi_uint8_array, "Uint8Array", "xxh64Copy's source");
-  const auto destination = typedArrayArg<uint8_t>(info, 1, napi_uint8_array, "Uint8Array", "xxh64Copy's destination");
-  if (source.length != destination.length) throwType(env, "xxh64Copy: the lengths differ");
+  if (info.Length() < 2 || info.Length() > 3) throwType(env, "xxh3Copy takes two Uint8Arrays and a form's name");
+  const auto source = typedArrayArg<uint8_t>(info, 0, napi_uint8_array, "Uint8Array", "xxh3Copy's source");
+  const auto destination = typedArrayArg<uint8_t>(info, 1, napi_uint8_array, "Uint8Array", "xxh3Copy's destination");
+  if (source.length != destination.length) throwType(env, "xxh3Copy: the lengths differ");
   const size_t length = source.length;
   const auto from = reinterpret_cast<uintptr_t>(source.data);
   const auto to = reinterpret_cast<uintptr_t>(destination.data);
-  if (length > 0 && from < to + length && to < from + length) throwType(env, "xxh64Copy: the ranges overlap");
-  return Napi::BigInt::New(env, xxh64Copy(source.data, length, destination.data));
+  if (length > 0 && from < to + length && to < from + length) throwType(env, "xxh3Copy: the ranges overlap");
+  return Napi::BigInt::New(env, xxh3Copy(source.data, length, destination.data, xxh3IsaArg(info, 2)));
+}
+
+// the forms of XXH3's long-input loop this CPU runs, best first
+Napi::Value Xxh3Isas(Napi::Env env) {
+  const std::vector<Xxh3Isa> isas = xxh3Isas();
+  Napi::Array names = Napi::Array::New(env, isas.size());
+  for (uint32_t i = 0; i < isas.size(); i++) names.Set(i, Napi::String::New(env, xxh3IsaName(isas[i])));
+  return names;
 }
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Context", Context::Define(env));
   exports.Set("Gcm", DefineGcm(env));
-  exports.Set("xxh64", Napi::Function::New<Xxh64>(env, "xxh64"));
-  exports.Set("xxh64Copy", Napi::Function::New<Xxh64Copy>(env, "xxh64Copy"));
+  exports.Set("xxh3", Napi::Function::New<Xxh3>(env, "xxh3"));
+  exports.Set("xxh3Copy", Napi::Function::New<Xxh3Copy>(env, "xxh3Copy"));
+  exports.Set("xxh3Isas", Xxh3Isas(env));
   exports.Set("adviseHugePages", Napi::Function::New<AdviseHugePages>(env, "adviseHugePages"));
   exports.Set("dupFd", Napi::Function::New<DupFd>(env, "dupFd"));
   exports.Set("abiVersion", Napi::Number::New(env, kAbiVersion));

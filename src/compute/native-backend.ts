@@ -29,7 +29,7 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 8;
+const ADDON_ABI_VERSION = 9;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
@@ -124,10 +124,15 @@ export interface NativeAddon {
   Context: new (threadCount: number) => NativeContext;
   /** madvise(MADV_HUGEPAGE) over the buffer's 2 MiB-aligned interior; the bytes advised (0: none, or no THP) */
   adviseHugePages(buffer: ArrayBuffer): number;
-  /** XXH64 with seed 0 (native/src/xxh64.cc; the transfer's page checksum, transfer/page-checksum.ts) */
-  xxh64(bytes: Uint8Array): bigint;
-  /** copies `source` into `destination` (same length, not overlapping) and returns the XXH64 of what it wrote */
-  xxh64Copy(source: Uint8Array, destination: Uint8Array): bigint;
+  /**
+   * XXH3 (64-bit, seed 0; native/src/xxh3.cc; the transfer's page checksum, transfer/page-checksum.ts), its long-input
+   * loop in the form `isa` names (one of `xxh3Isas`; tests compare them), else the best this CPU runs
+   */
+  xxh3(bytes: Uint8Array, isa?: string): bigint;
+  /** copies `source` into `destination` (same length, not overlapping) and returns the XXH3 of what it wrote */
+  xxh3Copy(source: Uint8Array, destination: Uint8Array, isa?: string): bigint;
+  /** the forms of XXH3's long-input loop this CPU runs, best first (`portable` always last) */
+  xxh3Isas: readonly string[];
   /** AES-256-GCM over caller-owned buffers (native/src/aead.cc; used through wire/frame-aead.ts) */
   Gcm: new (
     key: Uint8Array,

@@ -19,8 +19,11 @@ import { DIGEST_BYTES } from './manifest.js';
 import { NONCE_BYTES, type TransferBinding, type TransferTicket } from './ticket.js';
 import { TransferError } from './transfer-error.js';
 
-/** 2: the COMMIT carries a first token per choice of the request (`n`), 1 carried exactly one */
-export const WIRE_VERSION = 2;
+/**
+ * 3: a PAGE's checksum is XXH3 (64-bit), where 2 and 1 carried XXH64, so a peer of another version fails at its HELLO,
+ * not at its first page; 2: the COMMIT carries a first token per choice of the request (`n`), 1 carried exactly one
+ */
+export const WIRE_VERSION = 3;
 export const FRAME_TYPES = { HELLO: 1, PAGE: 2, COMMIT: 3, ABORT: 4 } as const;
 export type FrameType = keyof typeof FRAME_TYPES;
 const TYPE_NAMES: readonly (FrameType | undefined)[] = [undefined, 'HELLO', 'PAGE', 'COMMIT', 'ABORT'];
