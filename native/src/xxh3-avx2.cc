@@ -2,6 +2,7 @@
 // xxh3.cc calls it only when the CPU reports AVX2.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__x86_64__)
 #if defined(__clang__)
@@ -18,19 +19,22 @@
 namespace kvf {
 namespace {
 
-// Two 256-bit halves a stripe. The copy's stores skip the caches where the destination allows it (32-byte aligned, as a
-// pool's pages are): the page is not read again until the whole transfer has landed, and a cached store would first
-// read the line it overwrites.
+// Two 256-bit halves a stripe. The copy's stores skip the caches (the page is not read again until the whole transfer
+// has landed, and a cached store would first read the line it overwrites) where the destination is 16-byte aligned,
+// as every page of a pool is (V8 gives large buffers 16-byte alignment, not 32: a 32-byte streamed store would never
+// apply), 16 bytes at a time; other destinations (tests) take ordinary stores.
 struct Avx2 {
   static void stripe(uint64_t* acc, const uint8_t* p, const uint8_t* secret, uint8_t* out) {
-    const bool stream = (reinterpret_cast<uintptr_t>(out) & 31) == 0;
+    const bool stream = (reinterpret_cast<uintptr_t>(out) & 15) == 0;
     for (size_t h = 0; h < 2; h++) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * h));
       if (out != nullptr) {
-        if (stream)
-          _mm256_stream_si256(reinterpret_cast<__m256i*>(out + 32 * h), v);
-        else
+        if (stream) {
+          _mm_stream_si128(reinterpret_cast<__m128i*>(out + 32 * h), _mm256_castsi256_si128(v));
+          _mm_stream_si128(reinterpret_cast<__m128i*>(out + 32 * h + 16), _mm256_extracti128_si256(v, 1));
+        } else {
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * h), v);
+        }
       }
       const __m256i key = _mm256_xor_si256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(secret + 32 * h)));
       const __m256i product = _mm256_mul_epu32(key, _mm256_shuffle_epi32(key, _MM_SHUFFLE(0, 3, 0, 1)));

@@ -69,7 +69,7 @@ inline uint64_t avalanche(uint64_t h) {
 }
 
 // inputs over 240 bytes: stripes of 64 bytes, the accumulators scrambled after each block of them, then the last 64
-// bytes again (they overlap what came before, unless the length is a multiple of 64 plus one)
+// bytes again (they overlap what came before, unless the length is a multiple of 64)
 template <typename Isa>
 uint64_t hashLong(const uint8_t* p, size_t length, uint8_t* out) {
   alignas(32) uint64_t acc[8] = {kP32_3, kP64_1, kP64_2, kP64_3, kP64_4, kP32_2, kP64_5, kP32_1};

@@ -73,6 +73,8 @@ uint64_t hashShort(const uint8_t* p, size_t length) {
 
 // One stripe into the eight accumulators, then (after each block) their scramble; with `out`, the stripe is stored
 // there from the registers it is hashed from, so the value covers the bytes as written, not as they were read.
+// The stores are ordinary ones: movnti, 8 bytes at a time, made the copy slower here (8.3 against 11.2 GB/s into a
+// 256 MiB pool), and this form runs only where the CPU lacks AVX2.
 struct Portable {
   static void stripe(uint64_t* acc, const uint8_t* p, const uint8_t* secret, uint8_t* out) {
     uint64_t v[8];
@@ -109,7 +111,7 @@ bool hasAvx2() {
 
 uint64_t hashLongBy(Xxh3Isa isa, const uint8_t* p, size_t length, uint8_t* out) {
 #if defined(__x86_64__)
-  if (isa == Xxh3Isa::avx2) return xxh3LongAvx2(p, length, out);
+  if (isa == Xxh3Isa::avx2 && hasAvx2()) return xxh3LongAvx2(p, length, out);
 #endif
   return hashLong<Portable>(p, length, out);
 }

@@ -2,10 +2,10 @@
  * Per-page checksum: XXH3 (64-bit) with seed 0, so a page costs far less to check than to move. It guards against
  * corruption between the pools (a bug, a bad copy, a bad buffer), not against an attacker: the secure channel's MAC
  * does that. Computed by the native addon where it is built (native/src/xxh3.cc: it reads the page where it lies,
- * 43 GB/s a core in cache on a machine where XXH64 ran 10.6, docs/protocol.md §8), else by hash-wasm's xxhash3; the same
- * values either way (page-checksum.test.ts), so the two sides of a transfer need not agree on which. Loading the
- * WebAssembly module is async, so a checksum is made once at startup and passed to whoever needs it (no module-global
- * state).
+ * 36.6-43 GB/s a core in cache on a machine where XXH64 ran 10.6, docs/protocol.md §8), else by hash-wasm's
+ * xxhash3; the same values either way (page-checksum.test.ts), so the two sides of a transfer need not agree on
+ * which. Loading the WebAssembly module is async, so a checksum is made once at startup and passed to whoever needs
+ * it (no module-global state).
  */
 import { createXXHash3 } from 'hash-wasm';
 import { sharedAddon } from '../compute/native-backend.js';
