@@ -771,7 +771,7 @@ const char* xxh3IsaName(Xxh3Isa isa) { return isa == Xxh3Isa::avx2 ? "avx2" : "p
 
 // the form of XXH3's long-input loop argument `index` names (tests compare them), else the best this CPU runs
 Xxh3Isa xxh3IsaArg(const Napi::CallbackInfo& info, size_t index) {
-  const std::vector<Xxh3Isa> supported = xxh3Isas();
+  const std::vector<Xxh3Isa>& supported = xxh3Isas();
   if (info.Length() <= index || info[index].IsUndefined()) return supported.front();
   if (!info[index].IsString()) throwType(info.Env(), "an XXH3 form is named by a string");
   const std::string name = info[index].As<Napi::String>().Utf8Value();
@@ -805,7 +805,7 @@ Napi::Value Xxh3Copy(const Napi::CallbackInfo& info) {
 
 // the forms of XXH3's long-input loop this CPU runs, best first
 Napi::Value Xxh3Isas(Napi::Env env) {
-  const std::vector<Xxh3Isa> isas = xxh3Isas();
+  const std::vector<Xxh3Isa>& isas = xxh3Isas();
   Napi::Array names = Napi::Array::New(env, isas.size());
   for (uint32_t i = 0; i < isas.size(); i++) names.Set(i, Napi::String::New(env, xxh3IsaName(isas[i])));
   return names;

@@ -13,8 +13,7 @@ namespace kvf {
 // the long-input loop compiled for AVX2 (xxh3-avx2.cc); only where the CPU has it
 uint64_t xxh3LongAvx2(const uint8_t* p, size_t length, uint8_t* out);
 
-namespace {  // NOLINT(build/namespaces): one copy per target, above
-
+namespace {  // one copy per target, above
 
 constexpr uint64_t kP32_1 = 0x9E3779B1u;
 constexpr uint64_t kP32_2 = 0x85EBCA77u;
@@ -43,7 +42,6 @@ alignas(64) constexpr uint8_t kSecret[192] = {
 constexpr size_t kStripe = 64;
 // the stripes of a block: each consumes 8 more bytes of the secret, whose last 64 scramble the accumulators
 constexpr size_t kStripesPerBlock = (sizeof kSecret - kStripe) / 8;
-constexpr size_t kMidSizeMax = 240;
 
 // a little-endian load, whatever the host (memcpy: no alignment assumed)
 template <typename T>

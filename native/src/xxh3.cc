@@ -13,6 +13,9 @@
 namespace kvf {
 namespace {
 
+// inputs up to this long take the short forms (hashShort)
+constexpr size_t kMidSizeMax = 240;
+
 inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 inline uint32_t load32(const uint8_t* p) { return loadLe<uint32_t>(p); }
 inline uint64_t avalanche64(uint64_t h) {
@@ -118,10 +121,9 @@ uint64_t hashLongBy(Xxh3Isa isa, const uint8_t* p, size_t length, uint8_t* out) 
 
 }  // namespace
 
-std::vector<Xxh3Isa> xxh3Isas() {
-  std::vector<Xxh3Isa> isas;
-  if (hasAvx2()) isas.push_back(Xxh3Isa::avx2);
-  isas.push_back(Xxh3Isa::portable);
+const std::vector<Xxh3Isa>& xxh3Isas() {
+  static const std::vector<Xxh3Isa> isas = hasAvx2() ? std::vector{Xxh3Isa::avx2, Xxh3Isa::portable}
+                                                     : std::vector{Xxh3Isa::portable};
   return isas;
 }
 

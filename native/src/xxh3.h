@@ -11,7 +11,7 @@ namespace kvf {
 enum class Xxh3Isa { avx2, portable };
 
 // the forms this CPU runs, best first; the portable one is always last
-std::vector<Xxh3Isa> xxh3Isas();
+const std::vector<Xxh3Isa>& xxh3Isas();
 uint64_t xxh3(const uint8_t* data, size_t length, Xxh3Isa isa);
 // copies `length` bytes from `source` to `destination` (not overlapping) and returns their XXH3, in one pass
 uint64_t xxh3Copy(const uint8_t* source, size_t length, uint8_t* destination, Xxh3Isa isa);
