@@ -2,9 +2,10 @@
  * KV transfer throughput over TCP loopback, with checksums, peer authentication and encrypted frames on (the
  * production path), against raw TCP loopback moving the same bytes through a plain socket in the same run. The sender
  * is a child process (the prefill worker), the receiver this one (the decode worker), so each side has its own core as
- * in a real deployment. Each run moves the pages once by each path — the native addon's AEAD and XXH3
- * (wire/frame-aead.ts, transfer/page-checksum.ts), then node:crypto's AEAD and hash-wasm's XXH3, what runs without
- * the addon: the same bytes on the wire — and twice raw: into node's socket as it comes (a fresh buffer for every
+ * in a real deployment. Each run moves the pages once by each path — the native addon's AEGIS-256X4 and XXH3
+ * (wire/frame-aead.ts, transfer/page-checksum.ts: what two workers with the addon agree on), the addon's AES-256-GCM
+ * (node's OpenSSL) and XXH3, then node:crypto's AES-256-GCM and hash-wasm's XXH3, what runs without the addon — and
+ * twice raw: into node's socket as it comes (a fresh buffer for every
  * read), and into one that reads into a buffer it reuses, as the transfer's sockets do (wire/socket-stream.ts). The
  * goal's ratio is read against the faster of the two. It also prints the bound that one core a side allows
  * (oneCoreBound), to read the ratio against. The sender reads its pages where they lie and sends the checksums sealed
@@ -26,7 +27,7 @@ import { TransferReceiver } from '../src/transfer/transfer-receiver.js';
 import { TransferSender } from '../src/transfer/transfer-sender.js';
 import { systemClock } from '../src/util/clock.js';
 import { median } from '../src/util/median.js';
-import { AEAD, AEAD_KINDS, type AeadKind, createFrameAead } from '../src/wire/frame-aead.js';
+import { type AeadKind, cipherOf, createFrameAead, runnableAeads } from '../src/wire/frame-aead.js';
 import { SLICE_BYTES, sealNonce } from '../src/wire/secure-channel.js';
 import { ReusedReads, rewrapAccepted } from '../src/wire/socket-stream.js';
 import { TcpTransport } from '../src/wire/tcp-transport.js';
@@ -42,9 +43,13 @@ const RAW_LABELS: Record<RawKind, string> = {
   reused: 'a socket reading into one reused buffer',
 };
 
-/** A path's checksum: the addon's with its AEAD, hash-wasm with node:crypto's */
-const checksumOf = (aead: AeadKind) => createPageChecksum(aead === 'native' ? 'native' : 'wasm');
-const LABELS: Record<AeadKind, string> = { native: 'native addon', 'node:crypto': 'node:crypto + hash-wasm' };
+/** A path's checksum: the addon's with its AEADs, hash-wasm with node:crypto's */
+const checksumOf = (aead: AeadKind) => createPageChecksum(aead === 'aes-256-gcm/node:crypto' ? 'wasm' : 'native');
+const LABELS: Record<AeadKind, string> = {
+  'aegis-256x4': 'native addon, AEGIS-256X4',
+  'aes-256-gcm': 'native addon, AES-256-GCM',
+  'aes-256-gcm/node:crypto': 'node:crypto AES-256-GCM + hash-wasm',
+};
 
 interface Args {
   pages: number;
@@ -108,7 +113,7 @@ function singleCore(checksum: PageChecksum, pageBytes: number, aead: AeadKind, a
   };
   // a fresh nonce per seal, as the channel's counter gives; the last sealed page is what `open` opens, again and again
   let seq = 0;
-  let nonce = sealNonce(0);
+  let nonce = sealNonce(0, aead);
   const aad = new Uint8Array(4);
   const sealed = new Uint8Array(pageBytes);
   const tag = new Uint8Array(16);
@@ -116,16 +121,16 @@ function singleCore(checksum: PageChecksum, pageBytes: number, aead: AeadKind, a
     for (let at = 0; at < pageBytes; at += SLICE_BYTES) f(at);
   };
   const sealGBs = time(() => {
-    nonce = sealNonce(seq++);
+    nonce = sealNonce(seq++, aead);
     sealer.start(nonce, aad);
     pass((at) => sealer.update(page.subarray(at, at + SLICE_BYTES), sealed, at));
-    sealer.finishSeal(tag);
+    sealer.finishSeal(tag, sealed, pageBytes);
   });
   const opened = new Uint8Array(pageBytes);
   const openGBs = time(() => {
     opener.start(nonce, aad);
     pass((at) => opener.update(sealed.subarray(at, at + SLICE_BYTES), opened, at));
-    if (!opener.finishOpen(tag)) throw new Error('the bench could not open its own frame');
+    if (!opener.finishOpen(tag, opened, pageBytes)) throw new Error('the bench could not open its own frame');
   });
   sealer.dispose();
   opener.dispose();
@@ -161,8 +166,9 @@ interface Measured {
 
 async function parent(args: Args): Promise<void> {
   const secret = new Uint8Array(randomBytes(32));
-  const kinds = AEAD_KINDS.filter((k) => k !== 'native' || sharedAddon() !== null);
-  if (!kinds.includes('native')) console.log('bench:transfer: the native addon is not built; node:crypto only');
+  // what this process runs (best first), and node:crypto's path, what runs without the addon
+  const kinds = [...new Set<AeadKind>([...runnableAeads(), 'aes-256-gcm/node:crypto'])];
+  if (sharedAddon() === null) console.log('bench:transfer: the native addon is not built; node:crypto only');
   const checksums = new Map<AeadKind, PageChecksum>();
   const receivers = new Map<AeadKind, TransferReceiver>();
   const listeners = new Map<AeadKind, TransferListener>();
@@ -307,10 +313,13 @@ async function parent(args: Args): Promise<void> {
       `  ${label.padEnd(91)}${ms.toFixed(1).padStart(7)} ms  ${(args.pages / (ms / 1e3)).toFixed(0)} pages/s  ${gbs(ms).toFixed(2)} GB/s`,
     );
   for (const aead of kinds) {
-    line(`kvfence transfer (xxh3 checksums, ${AEAD} frames, auth; ${LABELS[aead]}):`, median(measured.get(aead)!.ms));
+    line(
+      `kvfence transfer (xxh3 checksums, ${cipherOf(aead)} frames, auth; ${LABELS[aead]}):`,
+      median(measured.get(aead)!.ms),
+    );
   }
   for (const kind of RAW_KINDS) line(`raw TCP, same bytes, ${RAW_LABELS[kind]}:`, rawMedians[kind].ms);
-  const primary = kinds[0]!; // the path that serves: the native one where the addon is built
+  const primary = kinds[0]!; // the path that serves: AEGIS-256X4 where the addon is built
   const primaryMs = median(measured.get(primary)!.ms);
   for (const kind of RAW_KINDS) {
     const against = rawMedians[kind].ms;
@@ -319,17 +328,17 @@ async function parent(args: Args): Promise<void> {
         kinds.map((k) => `${(against / median(measured.get(k)!.ms)).toFixed(2)} (${LABELS[k]})`).join(', '),
     );
   }
-  if (kinds.length === 2) {
-    const pairs = measured.get('native')!.ms.map((ms, i) => measured.get('node:crypto')!.ms[i]! / ms);
+  for (const other of kinds.slice(1)) {
+    const pairs = measured.get(primary)!.ms.map((ms, i) => measured.get(other)!.ms[i]! / ms);
     console.log(
-      `  native addon ÷ node:crypto + hash-wasm, transfer speed: ${median(pairs).toFixed(2)}× (median of the runs' pairs: ${pairs.map((x) => x.toFixed(2)).join(' ')})`,
+      `  ${LABELS[primary]} ÷ ${LABELS[other]}, transfer speed: ${median(pairs).toFixed(2)}× (median of the runs' pairs: ${pairs.map((x) => x.toFixed(2)).join(' ')})`,
     );
   }
   const cores = new Map(kinds.map((k) => [k, singleCore(checksums.get(k)!, args.pageBytes, k, arena)] as const));
   for (const k of kinds) {
     const c = cores.get(k)!;
     console.log(
-      `  single core, ${LABELS[k]}: xxh3 ${c.checksumGBs.toFixed(2)} GB/s, copied into the pool and hashed ${c.copyGBs.toFixed(2)} GB/s, ${AEAD} seal ${c.sealGBs.toFixed(2)} GB/s, open ${c.openGBs.toFixed(2)} GB/s`,
+      `  single core, ${LABELS[k]}: xxh3 ${c.checksumGBs.toFixed(2)} GB/s, copied into the pool and hashed ${c.copyGBs.toFixed(2)} GB/s, ${cipherOf(k)} seal ${c.sealGBs.toFixed(2)} GB/s, open ${c.openGBs.toFixed(2)} GB/s`,
     );
   }
   for (const aead of kinds) {

@@ -30,7 +30,7 @@ namespace kvf {
 namespace {
 
 // Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
-constexpr int32_t kAbiVersion = 9;
+constexpr int32_t kAbiVersion = 10;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
@@ -814,6 +814,8 @@ Napi::Value Xxh3Isas(Napi::Env env) {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Context", Context::Define(env));
   exports.Set("Gcm", DefineGcm(env));
+  exports.Set("Aegis256x4", DefineAegis256x4(env));
+  exports.Set("aegis256x4Runs", Napi::Boolean::New(env, aegis256x4Runs()));
   exports.Set("xxh3", Napi::Function::New<Xxh3>(env, "xxh3"));
   exports.Set("xxh3Copy", Napi::Function::New<Xxh3Copy>(env, "xxh3Copy"));
   exports.Set("xxh3Isas", Xxh3Isas(env));

@@ -29,7 +29,7 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 9;
+const ADDON_ABI_VERSION = 10;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
@@ -133,22 +133,33 @@ export interface NativeAddon {
   xxh3Copy(source: Uint8Array, destination: Uint8Array, isa?: string): bigint;
   /** the forms of XXH3's long-input loop this CPU runs, best first (`portable` always last) */
   xxh3Isas: readonly string[];
-  /** AES-256-GCM over caller-owned buffers (native/src/aead.cc; used through wire/frame-aead.ts) */
+  /** AES-256-GCM through node's OpenSSL, over caller-owned buffers (native/src/aead.cc; used through wire/frame-aead.ts) */
   Gcm: new (
     key: Uint8Array,
     seal: boolean,
-  ) => NativeGcm;
+  ) => NativeAead;
+  /** AEGIS-256X4 through the vendored libaegis, the same calls (throws where `aegis256x4Runs` is false) */
+  Aegis256x4: new (
+    key: Uint8Array,
+    seal: boolean,
+  ) => NativeAead;
+  /** whether this CPU runs AEGIS-256X4 (x86: AES-NI and AVX) */
+  aegis256x4Runs: boolean;
   /** a second descriptor for the same open socket (close-on-exec); throws with errno's text */
   dupFd(fd: number): number;
   abiVersion: number;
 }
 
-/** The addon's Gcm class (native/src/aead.cc): one direction's AES-256-GCM, a frame at a time. */
-export interface NativeGcm {
+/**
+ * The addon's Gcm and Aegis256x4 classes (native/src/aead.cc): one direction's AEAD, a frame at a time. AEGIS holds
+ * back a partial block (under 64 bytes) of what `update` is given and writes it just before the next call's `at`, or
+ * before `end` at the finish: one frame's calls write one contiguous run of one output.
+ */
+export interface NativeAead {
   start(nonce: Uint8Array, aad: Uint8Array): void;
   update(input: Uint8Array, output: Uint8Array, at: number): void;
-  finishSeal(tag: Uint8Array): void;
-  finishOpen(tag: Uint8Array): boolean;
+  finishSeal(tag: Uint8Array, output: Uint8Array, end: number): void;
+  finishOpen(tag: Uint8Array, output: Uint8Array, end: number): boolean;
   dispose(): void;
 }
 

@@ -64,7 +64,7 @@ export const LIMITS = {
   transferConnectionsMax: 4096,
   // worker ports (src/wire): connections that have not authenticated yet. A flood of them must not take the slots of
   // real peers: they have their own cap (the oldest is dropped for a newer one), a short handshake deadline, and a
-  // small read budget (a handshake is three messages of at most 69 bytes; one read of what follows may come with it)
+  // small read budget (a handshake is three messages of at most 70 bytes; one read of what follows may come with it)
   preAuthConnectionsMax: 64,
   preAuthTimeoutMsMax: 1_500,
   preAuthBytesMax: 1 << 20,

@@ -1,61 +1,87 @@
 /**
- * One direction's AES-256-GCM for the secure channel, a frame at a time, writing into buffers the caller owns: the
- * sender seals a frame's pages into the one buffer that goes on the wire, the receiver opens each socket read straight
- * into the frame's plaintext buffer. Two implementations give the same bytes (GCM is deterministic for a key, nonce
- * and AAD; frame-aead.test.ts checks each against the other):
- * - `native`: the addon's Gcm (native/src/aead.cc), OpenSSL's EVP calls into node's own libcrypto, with no allocation
- *   per call; 1.5–2.5× node:crypto's speed on node 20 here, several times on node 24 (docs/protocol.md §8). Only
- *   where node carries OpenSSL (`process.versions.openssl`): the addon resolves those symbols from the running node
- *   when first called;
- * - `node:crypto`: createCipheriv per frame, each output copied into place; what runs when the addon is not built.
+ * One direction's AEAD for the secure channel, a frame at a time, writing into buffers the caller owns: the sender
+ * seals a frame's pages into the one buffer that goes on the wire, the receiver opens each socket read straight into
+ * the frame's plaintext buffer. Two ciphers, which the handshake agrees on (peer-auth.ts):
+ * - `aegis-256x4` (AEGIS-256X4, draft-irtf-cfrg-aegis-aead): the native addon's, from the vendored libaegis
+ *   (native/src/aead.cc), on the AES instructions, VAES where the CPU has them. 36 GB/s a core where AES-256-GCM
+ *   runs 4.4 (node 20's OpenSSL 3.0) or 10 (node 24's 3.5) on the same machine (docs/protocol.md §8). Where both
+ *   peers run the addon;
+ * - `aes-256-gcm`: node's own OpenSSL, either through the addon (`aes-256-gcm`: its Gcm class, the EVP calls into
+ *   node's libcrypto, no allocation per call) or through node:crypto (`aes-256-gcm/node:crypto`: createCipheriv per
+ *   frame, each output copied into place; what runs without the addon). The two give the same bytes (GCM is
+ *   deterministic for a key, nonce and AAD; frame-aead.test.ts checks each against the other), so a peer with the
+ *   addon and one without agree on GCM.
  */
 import { type CipherGCM, createCipheriv, createDecipheriv, type DecipherGCM } from 'node:crypto';
-import { type NativeGcm, sharedAddon } from '../compute/native-backend.js';
+import { type NativeAead, sharedAddon } from '../compute/native-backend.js';
 import { assert } from '../util/assert.js';
 
-export const AEAD = 'aes-256-gcm';
 export const TAG_BYTES = 16;
 export const KEY_BYTES = 32;
-export const NONCE_BYTES = 12;
-export const AEAD_KINDS = ['native', 'node:crypto'] as const;
+/** the ciphers a channel's frames can be sealed with, the handshake's preference first */
+export const CIPHERS = ['aegis-256x4', 'aes-256-gcm'] as const;
+export type Cipher = (typeof CIPHERS)[number];
+/** the implementations: a cipher, and for AES-256-GCM which code runs it */
+export const AEAD_KINDS = ['aegis-256x4', 'aes-256-gcm', 'aes-256-gcm/node:crypto'] as const;
 export type AeadKind = (typeof AEAD_KINDS)[number];
+
+export const cipherOf = (kind: AeadKind): Cipher => (kind === 'aegis-256x4' ? 'aegis-256x4' : 'aes-256-gcm');
+/** A cipher's nonce length: AES-256-GCM's 12 bytes, AEGIS-256X4's 32. */
+export const nonceBytesOf = (cipher: Cipher): number => (cipher === 'aegis-256x4' ? 32 : 12);
 
 export interface FrameAead {
   readonly kind: AeadKind;
-  /** begins a frame: its nonce (never repeated under this key) and its AAD */
+  /** begins a frame: its nonce (never repeated under this key; nonceBytesOf its cipher) and its AAD */
   start(nonce: Uint8Array, aad: Uint8Array): void;
-  /** the input's bytes, sealed or opened, into output[at, at + input.byteLength); a call that throws ends the frame */
+  /**
+   * The input's bytes, sealed or opened, into output[at, at + input.byteLength). AEGIS works in 64-byte blocks and
+   * may hold back the last partial block it was given, which it writes just before the next call's `at`, or before
+   * `end` at the finish: all the calls of one frame must write one contiguous run of one output. A call that throws
+   * ends the frame.
+   */
   update(input: Uint8Array, output: Uint8Array, at: number): void;
-  /** ends a sealed frame, writing its tag (16 bytes) */
-  finishSeal(tag: Uint8Array): void;
+  /** ends a sealed frame: writes its tag (16 bytes), and what was held back just before output[end] */
+  finishSeal(tag: Uint8Array, output: Uint8Array, end: number): void;
   /** ends an opened frame: whether its tag checks out (false: nothing it opened may be used) */
-  finishOpen(tag: Uint8Array): boolean;
+  finishOpen(tag: Uint8Array, output: Uint8Array, end: number): boolean;
   /** forgets the key; later calls throw */
   dispose(): void;
 }
 
-/** The native AEAD when the addon loads, else node:crypto's; `kind` forces one (tests, the bench). */
-export function createFrameAead(key: Uint8Array, seal: boolean, kind?: AeadKind | undefined): FrameAead {
-  assert(key.byteLength === KEY_BYTES, 'an AES-256-GCM key is 32 bytes');
-  const addon = kind === 'node:crypto' || process.versions.openssl === undefined ? null : sharedAddon();
-  if (addon !== null) return nativeAead(new addon.Gcm(key, seal));
-  assert(kind !== 'native', 'the native AEAD needs the native addon (npm run build:native)');
-  return new NodeAead(key, seal);
+/**
+ * The kinds this process runs, best first: with the addon, AEGIS-256X4 (where the CPU has the AES instructions), then
+ * its AES-256-GCM; without it, node:crypto's AES-256-GCM. Both peers of a handshake offer theirs (peer-auth.ts).
+ */
+export function runnableAeads(): AeadKind[] {
+  const addon = process.versions.openssl === undefined ? null : sharedAddon();
+  if (addon === null) return ['aes-256-gcm/node:crypto'];
+  return addon.aegis256x4Runs ? ['aegis-256x4', 'aes-256-gcm'] : ['aes-256-gcm'];
 }
 
-function nativeAead(gcm: NativeGcm): FrameAead {
+/** One direction's AEAD of `kind` (default: the best this process runs); throws where this process cannot run it. */
+export function createFrameAead(key: Uint8Array, seal: boolean, kind: AeadKind = runnableAeads()[0]!): FrameAead {
+  assert(key.byteLength === KEY_BYTES, 'a frame key is 32 bytes');
+  if (kind === 'aes-256-gcm/node:crypto') return new NodeGcm(key, seal);
+  const addon = process.versions.openssl === undefined ? null : sharedAddon();
+  assert(addon !== null, `${kind} needs the native addon (npm run build:native)`);
+  const made = kind === 'aegis-256x4' ? new addon.Aegis256x4(key, seal) : new addon.Gcm(key, seal);
+  return nativeAead(kind, made);
+}
+
+function nativeAead(kind: AeadKind, aead: NativeAead): FrameAead {
   return {
-    kind: 'native',
-    start: (nonce, aad) => gcm.start(nonce, aad),
-    update: (input, output, at) => gcm.update(input, output, at),
-    finishSeal: (tag) => gcm.finishSeal(tag),
-    finishOpen: (tag) => gcm.finishOpen(tag),
-    dispose: () => gcm.dispose(),
+    kind,
+    start: (nonce, aad) => aead.start(nonce, aad),
+    update: (input, output, at) => aead.update(input, output, at),
+    finishSeal: (tag, output, end) => aead.finishSeal(tag, output, end),
+    finishOpen: (tag, output, end) => aead.finishOpen(tag, output, end),
+    dispose: () => aead.dispose(),
   };
 }
 
-class NodeAead implements FrameAead {
-  readonly kind = 'node:crypto';
+/** node:crypto's AES-256-GCM: a stream mode, so it holds nothing back and its finishes write no bytes. */
+class NodeGcm implements FrameAead {
+  readonly kind = 'aes-256-gcm/node:crypto';
   private key: Uint8Array | undefined;
   private cipher: CipherGCM | DecipherGCM | undefined;
 
@@ -69,10 +95,11 @@ class NodeAead implements FrameAead {
   start(nonce: Uint8Array, aad: Uint8Array): void {
     assert(this.key !== undefined, 'this AEAD was disposed');
     assert(this.cipher === undefined, 'a frame was started and not finished');
+    assert(nonce.byteLength === nonceBytesOf('aes-256-gcm'), 'an AES-256-GCM nonce is 12 bytes');
     const options = { authTagLength: TAG_BYTES };
     this.cipher = this.seal
-      ? createCipheriv(AEAD, this.key, nonce, options)
-      : createDecipheriv(AEAD, this.key, nonce, options);
+      ? createCipheriv('aes-256-gcm', this.key, nonce, options)
+      : createDecipheriv('aes-256-gcm', this.key, nonce, options);
     this.cipher.setAAD(aad);
   }
 

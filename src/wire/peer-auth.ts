@@ -1,20 +1,24 @@
 /**
  * Peer authentication (DESIGN I10): both sides prove they hold the cluster secret, with fresh nonces from node:crypto,
- * before any transfer frame flows; then both derive per-session, per-direction keys that seal (encrypt and
- * authenticate) every frame (secure-channel.ts). Three fixed-size messages (magic "KVFA", version 3: frames sealed with
- * AES-256-GCM; version 2 sealed them with ChaCha20-Poly1305 and version 1 sent them in clear, so an older peer is
- * refused here rather than failing on its first frame):
+ * agree on the cipher that seals (encrypts and authenticates) every frame, and derive per-session, per-direction keys
+ * for it (secure-channel.ts). Three fixed-size messages (magic "KVFA", version 4: the cipher agreed here; version 3
+ * always sealed with AES-256-GCM, version 2 with ChaCha20-Poly1305, version 1 sent frames in clear, so an older peer
+ * is refused here rather than failing on its first frame):
  *
- *   initiator → responder  AUTH_HELLO      magic · version · nonceI (32)
- *   responder → initiator  AUTH_CHALLENGE  magic · version · nonceR (32) · proofR = HMAC(secret, "responder" · nonceI · nonceR)
- *   initiator → responder  AUTH_PROOF      magic · version · proofI = HMAC(secret, "initiator" · nonceI · nonceR)
+ *   initiator → responder  AUTH_HELLO      magic · version · nonceI (32) · offer (u8: a bit per cipher it runs)
+ *   responder → initiator  AUTH_CHALLENGE  magic · version · nonceR (32) · chosen (u8: one bit of the offer) · proofR
+ *   initiator → responder  AUTH_PROOF      magic · version · proofI
  *
- *   keyI→R, keyR→I = HKDF-SHA256(secret, salt = nonceI · nonceR, info = direction label)
+ *   proofX = HMAC-SHA256(secret, "X" · nonceI · nonceR · offer · chosen)
+ *   keyI→R, keyR→I = HKDF-SHA256(secret, salt = nonceI · nonceR, info = direction label · chosen cipher)
  *
- * A replayed AUTH_PROOF fails against the responder's fresh nonceR; a replayed AUTH_CHALLENGE against the initiator's
- * fresh nonceI; frames of an earlier session fail the AEAD tag under the new keys. Proofs compare in constant time.
- * The responder hands over no channel, so no frame reaches a receiver, until AUTH_PROOF checks out; until then it
- * reads at most LIMITS.preAuthBytesMax (a stranger costs a bounded amount).
+ * The responder picks the first cipher of its own preference (frame-aead.ts: AEGIS-256X4, then AES-256-GCM) that the
+ * offer holds, so two peers with the native addon seal with AEGIS-256X4 and a peer without it gets AES-256-GCM. Both
+ * proofs cover the offer and the choice: a stranger who alters either (to push a pair onto the other cipher) fails
+ * the proof it cannot make. A replayed AUTH_PROOF fails against the responder's fresh nonceR; a replayed
+ * AUTH_CHALLENGE against the initiator's fresh nonceI; frames of an earlier session fail the AEAD tag under the new
+ * keys. Proofs compare in constant time. The responder hands over no channel, so no frame reaches a receiver, until
+ * AUTH_PROOF checks out; until then it reads at most LIMITS.preAuthBytesMax (a stranger costs a bounded amount).
  */
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { TransferError } from '../transfer/transfer-error.js';
@@ -22,15 +26,20 @@ import { assert } from '../util/assert.js';
 import type { Clock } from '../util/clock.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream } from './byte-stream.js';
-import type { AeadKind } from './frame-aead.js';
+import { type AeadKind, type Cipher, cipherOf, runnableAeads } from './frame-aead.js';
 import { SecureChannel } from './secure-channel.js';
 
 const MAGIC = [0x4b, 0x56, 0x46, 0x41]; // "KVFA"
-const VERSION = 3;
+const VERSION = 4;
 const NONCE_BYTES = 32;
 const PROOF_BYTES = 32;
 const HEAD_BYTES = MAGIC.length + 1;
-const LABEL = 'kvfence/transfer/auth/v3';
+const LABEL = 'kvfence/transfer/auth/v4';
+/** each cipher's bit in an offer, and the one bit of a choice */
+const CIPHER_BITS: Record<Cipher, number> = { 'aes-256-gcm': 1, 'aegis-256x4': 2 };
+const HELLO_BYTES = HEAD_BYTES + NONCE_BYTES + 1;
+const CHALLENGE_BYTES = HEAD_BYTES + NONCE_BYTES + 1 + PROOF_BYTES;
+const PROOF_MESSAGE_BYTES = HEAD_BYTES + PROOF_BYTES;
 
 export type PeerRole = 'initiator' | 'responder';
 
@@ -42,7 +51,10 @@ export interface PeerAuthOptions {
   /** the whole handshake must finish within this */
   timeoutMs: number;
   clock: Clock;
-  /** which implementation seals and opens the channel's frames (the same bytes either way; default: native if built) */
+  /**
+   * the one implementation this side offers (tests, the bench); by default every one this process runs
+   * (`runnableAeads`), and the handshake agrees on the best both run
+   */
   aead?: AeadKind | undefined;
 }
 
@@ -51,13 +63,29 @@ function message(...parts: Uint8Array[]): Uint8Array {
   return Buffer.concat([head, ...parts]);
 }
 
-function proof(secret: Uint8Array, role: PeerRole, nonceI: Uint8Array, nonceR: Uint8Array): Uint8Array {
-  return new Uint8Array(createHmac('sha256', secret).update(`${LABEL} ${role}`).update(nonceI).update(nonceR).digest());
+/** what both sides know once the challenge is out: the nonces, the initiator's offer and the responder's choice */
+interface Transcript {
+  nonceI: Uint8Array;
+  nonceR: Uint8Array;
+  offer: number;
+  chosen: number;
 }
 
-function sessionKey(secret: Uint8Array, nonceI: Uint8Array, nonceR: Uint8Array, from: PeerRole): Uint8Array {
-  const salt = Buffer.concat([nonceI, nonceR]);
-  return new Uint8Array(hkdfSync('sha256', secret, salt, `${LABEL} key from ${from}`, 32));
+function proof(secret: Uint8Array, role: PeerRole, t: Transcript): Uint8Array {
+  const hmac = createHmac('sha256', secret).update(`${LABEL} ${role}`).update(t.nonceI).update(t.nonceR);
+  return new Uint8Array(hmac.update(new Uint8Array([t.offer, t.chosen])).digest());
+}
+
+function sessionKey(secret: Uint8Array, t: Transcript, cipher: Cipher, from: PeerRole): Uint8Array {
+  const salt = Buffer.concat([t.nonceI, t.nonceR]);
+  return new Uint8Array(hkdfSync('sha256', secret, salt, `${LABEL} key from ${from} ${cipher}`, 32));
+}
+
+const offerOf = (kinds: readonly AeadKind[]): number => kinds.reduce((bits, k) => bits | CIPHER_BITS[cipherOf(k)], 0);
+
+/** the first of `kinds` (this side's, best first) whose cipher is the one bit `bits` names, or one of `bits` offers */
+function pick(kinds: readonly AeadKind[], bits: number, exactly: boolean): AeadKind | undefined {
+  return kinds.find((k) => (exactly ? CIPHER_BITS[cipherOf(k)] === bits : (CIPHER_BITS[cipherOf(k)] & bits) !== 0));
 }
 
 function sameSecretProof(a: Uint8Array, b: Uint8Array): boolean {
@@ -78,33 +106,38 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
     `the cluster secret must be ${LIMITS.transferSecretBytesMin}..${LIMITS.transferSecretBytesMax} bytes`,
   );
   assert(options.timeoutMs > 0 && options.timeoutMs <= LIMITS.transferTimeoutMsMax, 'handshake timeout out of range');
+  const kinds = options.aead === undefined ? runnableAeads() : [options.aead];
   return new Promise((resolve, reject) => {
     const nonceMine = new Uint8Array(randomBytes(NONCE_BYTES));
-    let nonceI = role === 'initiator' ? nonceMine : undefined;
-    let nonceR = role === 'responder' ? nonceMine : undefined;
+    const offerMine = offerOf(kinds);
+    let transcript: Transcript | undefined; // once the challenge is out (responder) or in (initiator)
+    let agreed: AeadKind | undefined;
     let buffered: Uint8Array = new Uint8Array(0);
     let settled = false;
     // the one message this side waits for next, by size
-    let expecting: number = role === 'initiator' ? HEAD_BYTES + NONCE_BYTES + PROOF_BYTES : HEAD_BYTES + NONCE_BYTES;
+    let expecting = role === 'initiator' ? CHALLENGE_BYTES : HELLO_BYTES;
     const cancelTimer = options.clock.after(options.timeoutMs, () =>
       fail(`no handshake within ${options.timeoutMs} ms`, 'deadline_exceeded'),
     );
-    const fail = (why: string, reason: HandshakeFailure = 'auth_failed') => {
+    // `flush`: the stream ends after what was written (a last message to the peer) instead of being destroyed
+    const fail = (why: string, reason: HandshakeFailure = 'auth_failed', flush = false) => {
       if (settled) return;
       settled = true;
       cancelTimer();
       const error = new TransferError(reason, why);
-      stream.destroy(error);
+      if (flush) stream.end();
+      else stream.destroy(error);
       reject(error);
     };
     const succeed = (leftover: Uint8Array) => {
       settled = true;
       cancelTimer();
-      assert(nonceI !== undefined && nonceR !== undefined, 'both nonces are known');
+      assert(transcript !== undefined && agreed !== undefined, 'the transcript and the cipher are known');
       const other: PeerRole = role === 'initiator' ? 'responder' : 'initiator';
-      const sendKey = sessionKey(secret, nonceI, nonceR, role);
-      const receiveKey = sessionKey(secret, nonceI, nonceR, other);
-      const channel = new SecureChannel(stream, sendKey, receiveKey, leftover, options.aead);
+      const cipher = cipherOf(agreed);
+      const sendKey = sessionKey(secret, transcript, cipher, role);
+      const receiveKey = sessionKey(secret, transcript, cipher, other);
+      const channel = new SecureChannel(stream, sendKey, receiveKey, leftover, agreed);
       sendKey.fill(0); // the channel's AEADs hold their own copies
       receiveKey.fill(0);
       resolve(channel);
@@ -113,21 +146,33 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
       for (let i = 0; i < MAGIC.length; i++) if (m[i] !== MAGIC[i]) return fail('not a kvfence peer');
       if (m[MAGIC.length] !== VERSION) return fail(`handshake version ${m[MAGIC.length]}`);
       const body = m.subarray(HEAD_BYTES);
-      if (role === 'responder' && nonceI === undefined) {
-        nonceI = new Uint8Array(body.subarray(0, NONCE_BYTES)); // copies: the stream lends each read for its call
-        expecting = HEAD_BYTES + PROOF_BYTES;
-        stream.write([message(nonceMine, proof(secret, 'responder', nonceI, nonceMine))]);
+      if (role === 'responder' && transcript === undefined) {
+        const offer = body[NONCE_BYTES]!;
+        agreed = pick(kinds, offer, false);
+        // copies: the stream lends each read for its call
+        const nonceI = new Uint8Array(body.subarray(0, NONCE_BYTES));
+        // no cipher in common: the choice 0, proven like any other, so that the initiator learns why and does not retry
+        const chosen = agreed === undefined ? 0 : CIPHER_BITS[cipherOf(agreed)];
+        transcript = { nonceI, nonceR: nonceMine, offer, chosen };
+        expecting = PROOF_MESSAGE_BYTES;
+        stream.write([message(nonceMine, new Uint8Array([chosen]), proof(secret, 'responder', transcript))]);
+        if (agreed === undefined)
+          return fail(`no cipher in common (offered ${offer}, runs ${offerMine})`, 'auth_failed', true);
         return step(rest);
       }
       if (role === 'responder') {
-        if (!sameSecretProof(body, proof(secret, 'initiator', nonceI!, nonceMine))) return fail('bad initiator proof');
+        if (!sameSecretProof(body, proof(secret, 'initiator', transcript!))) return fail('bad initiator proof');
         return succeed(new Uint8Array(rest));
       }
-      nonceR = new Uint8Array(body.subarray(0, NONCE_BYTES));
-      if (!sameSecretProof(body.subarray(NONCE_BYTES), proof(secret, 'responder', nonceMine, nonceR))) {
+      const nonceR = new Uint8Array(body.subarray(0, NONCE_BYTES));
+      transcript = { nonceI: nonceMine, nonceR, offer: offerMine, chosen: body[NONCE_BYTES]! };
+      if (!sameSecretProof(body.subarray(NONCE_BYTES + 1), proof(secret, 'responder', transcript))) {
         return fail('bad responder proof');
       }
-      stream.write([message(proof(secret, 'initiator', nonceMine, nonceR))]);
+      if (transcript.chosen === 0) return fail(`no cipher in common (the responder runs none of ${offerMine})`);
+      agreed = pick(kinds, transcript.chosen, true);
+      if (agreed === undefined) return fail(`the responder chose a cipher not offered (${transcript.chosen})`);
+      stream.write([message(proof(secret, 'initiator', transcript))]);
       return succeed(new Uint8Array(rest));
     };
     const step = (bytes: Uint8Array) => {
@@ -149,6 +194,6 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
       close: (error) =>
         fail(`connection closed during the handshake${error ? `: ${error.message}` : ''}`, 'connection_closed'),
     });
-    if (role === 'initiator') stream.write([message(nonceMine)]);
+    if (role === 'initiator') stream.write([message(nonceMine, new Uint8Array([offerMine]))]);
   });
 }

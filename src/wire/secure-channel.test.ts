@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ByteStream, ByteStreamHandlers } from './byte-stream.js';
+import { AEAD_KINDS } from './frame-aead.js';
 import { SecureChannel } from './secure-channel.js';
 
 /** A stream that keeps what is written and hands buffers back only when told to. */
@@ -30,7 +31,7 @@ const PAGE = 256 * 1024;
 
 test('a page-sized frame reuses only a buffer the stream has handed back, and small frames are never pooled', () => {
   const { stream, written } = heldStream();
-  const channel = new SecureChannel(stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
+  const channel = new SecureChannel(stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, 'aegis-256x4');
   const frame = (fill: number) => [new Uint8Array(PAGE).fill(fill)];
   channel.send(frame(1));
   channel.send(frame(2)); // the first is still held: a new buffer
@@ -56,7 +57,7 @@ const spares = (channel: SecureChannel) => (channel as unknown as { spares: Uint
 
 test('the spares are bounded in number and in bytes, the oldest going first', () => {
   const { stream, written } = heldStream();
-  const channel = new SecureChannel(stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
+  const channel = new SecureChannel(stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, 'aegis-256x4');
   for (let i = 0; i < 6; i++) channel.send([new Uint8Array(PAGE)]);
   for (const w of written) w.release!();
   assert.deepEqual(
@@ -87,41 +88,49 @@ function inboundStream() {
   return { stream, feed: (bytes: Uint8Array) => feed!.data(bytes) };
 }
 
-test('send takes what it needs before it returns: pages scrubbed then still arrive as they were', async () => {
-  // the prefill worker releases (zeroes) the pages it sent once the send settles, while the socket may still hold
-  // sealed frames: nothing queued may be a view of them
-  const out = heldStream();
-  const sender = new SecureChannel(out.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
-  const sent: Uint8Array[] = [];
-  for (let i = 0; i < 3; i++) {
-    const page = new Uint8Array(PAGE).map((_, j) => (j * 5 + i) & 0xff);
-    sent.push(page.slice());
-    sender.send([page.subarray(0, 64), page.subarray(64)]);
-    page.fill(0);
-  }
-  await new Promise((resolve) => setImmediate(resolve)); // whatever the channel might have left for later runs now
-  const inbound = inboundStream();
-  const received: Uint8Array[] = [];
-  const receiver = new SecureChannel(inbound.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
-  receiver.setHandlers({ frame: (b) => received.push(b.slice()), close: () => {} });
-  for (const w of out.written) inbound.feed(w.bytes); // the buffers the stream still holds, not copies
-  assert.deepEqual(received, sent);
-});
+for (const kind of AEAD_KINDS) {
+  test(`send takes what it needs before it returns: pages scrubbed then still arrive as they were (${kind})`, async () => {
+    // the prefill worker releases (zeroes) the pages it sent once the send settles, while the socket may still hold
+    // sealed frames: nothing queued may be a view of them
+    const out = heldStream();
+    const sender = new SecureChannel(out.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, kind);
+    const sent: Uint8Array[] = [];
+    for (let i = 0; i < 3; i++) {
+      const page = new Uint8Array(PAGE).map((_, j) => (j * 5 + i) & 0xff);
+      sent.push(page.slice());
+      sender.send([page.subarray(0, 64), page.subarray(64)]);
+      page.fill(0);
+    }
+    await new Promise((resolve) => setImmediate(resolve)); // whatever the channel might have left for later runs now
+    const inbound = inboundStream();
+    const received: Uint8Array[] = [];
+    const receiver = new SecureChannel(inbound.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, kind);
+    receiver.setHandlers({ frame: (b) => received.push(b.slice()), close: () => {} });
+    for (const w of out.written) inbound.feed(w.bytes); // the buffers the stream still holds, not copies
+    assert.deepEqual(received, sent);
+  });
 
-test('frames sealed into handed-back buffers open to exactly what was sent', () => {
-  const out = heldStream();
-  const sender = new SecureChannel(out.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
-  const sent: Uint8Array[] = [];
-  for (let i = 0; i < 12; i++) {
-    const page = new Uint8Array(PAGE).map((_, j) => (j * 7 + i) & 0xff);
-    sent.push(page);
-    sender.send([page.subarray(0, 100), page.subarray(100)]);
-    out.written[i]!.release!(); // at once: every later frame reuses a buffer
-  }
-  const received: Uint8Array[] = [];
-  const inbound = inboundStream();
-  const receiver = new SecureChannel(inbound.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined);
-  receiver.setHandlers({ frame: (b) => received.push(b.slice()), close: () => {} });
-  for (const w of out.written) inbound.feed(w.copy);
-  assert.deepEqual(received, sent);
-});
+  test(`frames sealed into handed-back buffers open to exactly what was sent, read in odd pieces (${kind})`, () => {
+    const out = heldStream();
+    const sender = new SecureChannel(out.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, kind);
+    const sent: Uint8Array[] = [];
+    for (let i = 0; i < 12; i++) {
+      const page = new Uint8Array(PAGE).map((_, j) => (j * 7 + i) & 0xff);
+      sent.push(page);
+      sender.send([page.subarray(0, 100), page.subarray(100)]);
+      out.written[i]!.release!(); // at once: every later frame reuses a buffer
+    }
+    const received: Uint8Array[] = [];
+    const inbound = inboundStream();
+    const receiver = new SecureChannel(inbound.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, kind);
+    receiver.setHandlers({ frame: (b) => received.push(b.slice()), close: () => {} });
+    // reads that split frames, blocks and tags anywhere, as a socket's do
+    const wire = Buffer.concat(out.written.map((w) => w.copy));
+    for (let at = 0, i = 0; at < wire.byteLength; i++) {
+      const n = [65_536, 1, 13, 4095, 63][i % 5]!;
+      inbound.feed(wire.subarray(at, at + n));
+      at += n;
+    }
+    assert.deepEqual(received, sent);
+  });
+}

@@ -1,31 +1,38 @@
 /**
- * Frames over a ByteStream, each encrypted and authenticated with the session's per-direction key (see peer-auth.ts;
- * DESIGN I10, I12):
+ * Frames over a ByteStream, each encrypted and authenticated with the session's per-direction key and the cipher the
+ * handshake agreed on (see peer-auth.ts; DESIGN I10, I12):
  *
  *   sealed frame = u32 bodyLength (LE) · ciphertext (bodyLength bytes) · tag (16 bytes)
- *   ciphertext, tag = AES-256-GCM(key, nonce = 0x00000000 · u64 seq (LE), AAD = bodyLength, plaintext = body)
+ *   ciphertext, tag = AEAD(key, nonce = zero bytes · u64 seq (LE) in the last 8, AAD = bodyLength, plaintext = body)
  *
- * The AEAD tag is the frame's one MAC (there is no second one): `seq` counts frames per direction from 0 and never
- * travels, so a dropped, replayed, reordered, altered or foreign frame (another session's key) fails the tag, and the
- * connection closes before any of its plaintext reaches anyone (mac_invalid). A nonce never repeats under a key: each
- * direction has its own key, fresh per session (HKDF over both sides' fresh nonces), and its own counter, so the
- * 96-bit GCM nonce is deterministic and unique, never random. Control messages (prompt token ids) and KV pages cross
- * the wire encrypted; the frame length does not (AAD). The per-page checksums of the transfer protocol still travel
- * inside (DESIGN §3). Received ciphertext is deciphered read by read as it arrives (never reassembled); until a channel
- * has an owner, what waits is bounded (two frames).
+ * The AEAD is AEGIS-256X4 (32-byte nonce) where both peers run the native addon, AES-256-GCM (12-byte nonce)
+ * otherwise (frame-aead.ts). Its tag is the frame's one MAC (there is no second one): `seq` counts frames per
+ * direction from 0 and never travels, so a dropped, replayed, reordered, altered or foreign frame (another session's
+ * key) fails the tag, and the connection closes before any of its plaintext reaches anyone (mac_invalid). A nonce
+ * never repeats under a key: each direction has its own key, fresh per session (HKDF over both sides' fresh nonces),
+ * and its own counter, so the nonce is deterministic and unique, never random. Control messages (prompt token ids) and
+ * KV pages cross the wire encrypted; the frame length does not (AAD). The per-page checksums of the transfer protocol
+ * still travel inside (DESIGN §3). Received ciphertext is deciphered read by read as it arrives (never reassembled);
+ * until a channel has an owner, what waits is bounded (two frames).
  *
- * AES-256-GCM rather than ChaCha20-Poly1305 (since version 3 of the handshake): the AEAD is most of a transfer's CPU on both
- * sides, and GCM runs on the AES and carry-less-multiply instructions of every x86-64 and arm64 server this runs on
- * (a little faster than ChaCha20-Poly1305 on x86-64 with node 20's OpenSSL 3.0, several times faster on arm64 and with
- * the VAES code of newer OpenSSL). The cipher is node's own OpenSSL, called through the native addon where it is
- * built (frame-aead.ts): a frame is sealed straight into the buffer that goes on the wire and each read opened straight
- * into the frame's plaintext, with no allocation per call. docs/protocol.md §8 has the figures.
+ * The AEAD is most of a transfer's CPU on both sides, so the fastest both peers run is the one used: AEGIS-256X4 seals
+ * and opens at several times AES-256-GCM's speed on the same AES instructions, and does not depend on which OpenSSL
+ * node carries. Each frame is sealed straight into the buffer that goes on the wire and each read opened straight into
+ * the frame's plaintext, with no allocation per call. docs/protocol.md §8 has the figures.
  */
 import { TransferError } from '../transfer/transfer-error.js';
 import { assert } from '../util/assert.js';
 import { LIMITS } from '../util/limits.js';
 import type { ByteStream } from './byte-stream.js';
-import { type AeadKind, createFrameAead, type FrameAead, KEY_BYTES, NONCE_BYTES, TAG_BYTES } from './frame-aead.js';
+import {
+  type AeadKind,
+  cipherOf,
+  createFrameAead,
+  type FrameAead,
+  KEY_BYTES,
+  nonceBytesOf,
+  TAG_BYTES,
+} from './frame-aead.js';
 import type { FrameChannel, FrameChannelHandlers } from './frame-channel.js';
 
 const LENGTH_BYTES = 4;
@@ -52,10 +59,10 @@ const REUSED_FRAME_BYTES_MIN = 64 * 1024;
 const SPARE_FRAMES_MAX = 4;
 const SPARE_BYTES_MAX = 8 * 1024 * 1024;
 
-/** The GCM nonce of a direction's frame `seq`: 4 zero bytes, then seq as a u64 (LE); it never travels */
-export function sealNonce(seq: number): Uint8Array {
-  const nonce = new Uint8Array(NONCE_BYTES);
-  new DataView(nonce.buffer).setBigUint64(4, BigInt(seq), true);
+/** The nonce of a direction's frame `seq` under `kind`'s cipher: zero bytes, then seq as a u64 (LE); it never travels */
+export function sealNonce(seq: number, kind: AeadKind): Uint8Array {
+  const nonce = new Uint8Array(nonceBytesOf(cipherOf(kind)));
+  new DataView(nonce.buffer).setBigUint64(nonce.byteLength - 8, BigInt(seq), true);
   return nonce;
 }
 
@@ -88,13 +95,13 @@ export class SecureChannel implements FrameChannel {
   /** sealed frames' buffers the stream no longer holds (ciphertext only), for the next frames of their size */
   private readonly spares: Uint8Array[] = [];
 
-  /** `aead` forces an implementation of the AEAD (tests, the bench); by default the native one where it loads */
+  /** `aead`: what the handshake agreed on (peer-auth.ts), the same cipher both ways */
   constructor(
     private readonly stream: ByteStream,
     sendKey: Uint8Array,
     receiveKey: Uint8Array,
     leftover: Uint8Array | undefined,
-    aead?: AeadKind | undefined,
+    readonly aead: AeadKind,
   ) {
     assert(sendKey.byteLength === KEY_BYTES && receiveKey.byteLength === KEY_BYTES, 'session keys are 32 bytes');
     this.sealer = createFrameAead(sendKey, true, aead);
@@ -151,7 +158,7 @@ export class SecureChannel implements FrameChannel {
     const sealed = spare >= 0 ? this.spares.splice(spare, 1)[0]! : Buffer.allocUnsafe(size);
     const header = sealed.subarray(0, LENGTH_BYTES);
     new DataView(sealed.buffer, sealed.byteOffset).setUint32(0, length, true);
-    this.sealer.start(sealNonce(this.sendSeq++), header);
+    this.sealer.start(sealNonce(this.sendSeq++, this.aead), header);
     let at = LENGTH_BYTES;
     for (const p of parts) {
       for (let from = 0; from < p.byteLength; from += SLICE_BYTES) {
@@ -161,7 +168,7 @@ export class SecureChannel implements FrameChannel {
       }
     }
     assert(at === LENGTH_BYTES + length, 'the frame is sealed whole');
-    this.sealer.finishSeal(sealed.subarray(at));
+    this.sealer.finishSeal(sealed.subarray(at), sealed, at);
     return sealed;
   }
 
@@ -260,7 +267,7 @@ export class SecureChannel implements FrameChannel {
       this.fail(new TransferError('frame_too_large', `sealed frame declares ${length} bytes`));
       return undefined;
     }
-    this.opener.start(sealNonce(this.receiveSeq++), header);
+    this.opener.start(sealNonce(this.receiveSeq++, this.aead), header);
     if (this.plain.byteLength < length) {
       this.plain = new Uint8Array(Math.min(LIMITS.transferFrameBytesMax, Math.max(length, 2 * this.plain.byteLength)));
     }
@@ -285,7 +292,7 @@ export class SecureChannel implements FrameChannel {
 
   /** Checks `frame`'s tag and that its whole plaintext came out; false (closed) when not. */
   private checkTag(frame: OpeningFrame, tag: Uint8Array): boolean {
-    return (this.opener.finishOpen(tag) && frame.filled === frame.length) || this.failTag();
+    return (this.opener.finishOpen(tag, this.plain, frame.filled) && frame.filled === frame.length) || this.failTag();
   }
 
   private failTag(): false {

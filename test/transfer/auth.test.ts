@@ -106,8 +106,8 @@ test("a replay of an earlier session's bytes is refused and writes no page", asy
 
 test('a tampered frame fails its MAC: the transfer fails, nothing after it is written', async () => {
   const w = await world([]);
-  // byte 74 + 90 + 100 lies inside the first PAGE frame
-  const tampering = tcp({ wrapConnectStream: (s) => withByteFaults(s, { corruptByteAt: 74 + 90 + 100 }) });
+  // byte 75 + 90 + 100 lies inside the first PAGE frame (handshake 38 + 37, HELLO ~90)
+  const tampering = tcp({ wrapConnectStream: (s) => withByteFaults(s, { corruptByteAt: 75 + 90 + 100 }) });
   const t = startTransfer(w, checksum, 'req-t', 16, (c) => c, { transport: tampering });
   await assert.rejects(t.sent, TransferError);
   const outcome = await t.outcome;
@@ -116,4 +116,36 @@ test('a tampered frame fails its MAC: the transfer fails, nothing after it is wr
   assert.ok(t.sink.released);
   w.pool.checkClean();
   await w.close();
+});
+
+test('an offer of ciphers altered on the wire fails the handshake instead of moving the pair to another cipher', async () => {
+  const refused: Error[] = [];
+  const w = await world(refused);
+  const live = expectIdle(w);
+  // AUTH_HELLO's last byte (offset 5 + 32) is the initiator's offer: AEGIS-256X4 and AES-256-GCM, altered so that the
+  // responder, which takes the offer as it comes, picks AES-256-GCM; the responder's proof covers what it saw
+  const downgrading = tcp({ wrapConnectStream: (s) => withByteFaults(s, { corruptByteAt: 37 }) });
+  await assert.rejects(downgrading.connect(w.listener.address), (e) => {
+    return e instanceof TransferError && e.reason === 'auth_failed' && /bad responder proof/.test(e.message);
+  });
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(w.receiver.connectionCount, 0);
+  assert.deepEqual(live.sink.writes, []);
+  await w.close();
+});
+
+test('peers with no cipher in common are refused', async () => {
+  const refused: Error[] = [];
+  const listener = await tcp({ aead: 'aes-256-gcm/node:crypto', onRefused: (e) => refused.push(e) }).listen(
+    '127.0.0.1:0',
+    (c) => c.destroy(),
+  );
+  // told so in a proven challenge: refused at once, not tried again as if the worker were busy
+  await assert.rejects(
+    tcp({ aead: 'aegis-256x4' }).connect(listener.address),
+    (e) => e instanceof TransferError && e.reason === 'auth_failed' && /no cipher in common/.test(e.message),
+  );
+  await new Promise((r) => setTimeout(r, 50));
+  assert.match(String(refused[0]?.message), /no cipher in common/);
+  await listener.close();
 });

@@ -16,7 +16,7 @@ import type { TransportOptions } from '../../src/wire/transport.js';
 import { overStream, withByteFaults } from '../helpers/fault-injection.js';
 import { makeWorld, SECRET, startTransfer } from './harness.js';
 
-const HANDSHAKE_BYTES_SENT = 37 + 37; // AUTH_HELLO and AUTH_PROOF, the initiator's two handshake messages
+const HANDSHAKE_BYTES_SENT = 38 + 37; // AUTH_HELLO and AUTH_PROOF, the initiator's two handshake messages
 const SEAL_BYTES = 4 + 16; // length prefix and AEAD tag around each frame's ciphertext
 
 let checksum: PageChecksum;

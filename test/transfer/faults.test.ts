@@ -18,8 +18,8 @@ const IDLE_MS = 300;
 const PAGE_BYTES = 4096;
 // the faulted transfer: 6 pages, frames 0 = HELLO, 1..6 = PAGE 0..5, 7 = COMMIT; faults hit frame 3 = PAGE 2
 const FAULTED_TOKENS = 24;
-// where page 2's sealed frame sits in the initiator's byte stream: handshake (2 × 37), HELLO (~90), 2 pages (~4180 each)
-const MID_PAGE_2 = 74 + 90 + 2 * 4180 + 2000;
+// where page 2's sealed frame sits in the initiator's byte stream: handshake (38 + 37), HELLO (~90), 2 pages (~4180 each)
+const MID_PAGE_2 = 75 + 90 + 2 * 4180 + 2000;
 
 let checksum: PageChecksum;
 let replayed: Uint8Array[] = [];

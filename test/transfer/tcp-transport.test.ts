@@ -8,6 +8,7 @@ import type { ByteStream } from '../../src/wire/byte-stream.js';
 import type { AeadKind } from '../../src/wire/frame-aead.js';
 import type { FrameChannel } from '../../src/wire/frame-channel.js';
 import { authenticate } from '../../src/wire/peer-auth.js';
+import type { SecureChannel } from '../../src/wire/secure-channel.js';
 import { ReusedReads, rewrapAccepted, socketByteStream } from '../../src/wire/socket-stream.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import { overStream } from '../helpers/fault-injection.js';
@@ -18,16 +19,22 @@ const tcp = (aead?: AeadKind) => (options: { secret: Uint8Array }) =>
   new TcpTransport({ ...options, clock: systemClock, handshakeTimeoutMs: 2_000, ...(aead ? { aead } : {}) });
 
 transportConformance('tcp', { make: tcp(), address: '127.0.0.1:0' });
-// the fallback where the addon is not built: the whole suite again
-transportConformance('tcp with node:crypto frames', { make: tcp('node:crypto'), address: '127.0.0.1:0' });
+// the fallback where the addon is not built (node:crypto's AES-256-GCM): the whole suite again
+transportConformance('tcp with node:crypto frames', {
+  make: tcp('aes-256-gcm/node:crypto'),
+  address: '127.0.0.1:0',
+});
 
-test('tcp: a native-AEAD side and a node:crypto side understand each other, frames of every size both ways', async () => {
+/** the AEAD a channel's handshake agreed on */
+const aeadOf = (c: FrameChannel | undefined) => (c as SecureChannel | undefined)?.aead;
+
+test('tcp: a side with the addon and one without agree on AES-256-GCM, frames of every size both ways', async () => {
   let server: FrameChannel | undefined;
-  const listener = await tcp('native')({ secret: SECRET }).listen('127.0.0.1:0', (c) => {
+  const listener = await tcp()({ secret: SECRET }).listen('127.0.0.1:0', (c) => {
     server = c;
     c.setHandlers({ frame: (b) => c.send([b.slice()]), close: () => {} });
   });
-  const client = await tcp('node:crypto')({ secret: SECRET }).connect(listener.address);
+  const client = await tcp('aes-256-gcm/node:crypto')({ secret: SECRET }).connect(listener.address);
   const sizes = [1, 15, 16, 17, 4096, 65_537, 300_000, 2 * 1024 * 1024 + 3];
   const sent = sizes.map((n) => new Uint8Array(randomBytes(n)));
   const echoed = receiveFrames(client, sent.length);
@@ -35,7 +42,23 @@ test('tcp: a native-AEAD side and a node:crypto side understand each other, fram
   const timer = setTimeout(() => client.destroy(), 10_000);
   assert.deepEqual(await echoed, sent);
   clearTimeout(timer);
-  assert.ok(server !== undefined);
+  assert.equal(aeadOf(server), 'aes-256-gcm', 'the side with the addon seals GCM with it');
+  assert.equal(aeadOf(client), 'aes-256-gcm/node:crypto');
+  client.end();
+  await listener.close();
+});
+
+test('tcp: two sides with the addon agree on AEGIS-256X4', async () => {
+  let server: FrameChannel | undefined;
+  const listener = await tcp()({ secret: SECRET }).listen('127.0.0.1:0', (c) => {
+    server = c;
+    c.setHandlers({ frame: (b) => c.send([b.slice()]), close: () => {} });
+  });
+  const client = await tcp()({ secret: SECRET }).connect(listener.address);
+  const echoed = receiveFrames(client, 1);
+  client.send([new Uint8Array([1, 2, 3])]);
+  assert.deepEqual(await echoed, [new Uint8Array([1, 2, 3])]);
+  assert.deepEqual([aeadOf(client), aeadOf(server)], ['aegis-256x4', 'aegis-256x4']);
   client.end();
   await listener.close();
 });
@@ -46,10 +69,10 @@ test('tcp: a frame that cannot be sealed ends the channel at once, and nothing o
   const serverClose = new Promise<Error | undefined>((r) => {
     serverClosed = r;
   });
-  const listener = await tcp('native')({ secret: SECRET }).listen('127.0.0.1:0', (c) =>
+  const listener = await tcp()({ secret: SECRET }).listen('127.0.0.1:0', (c) =>
     c.setHandlers({ frame: (b) => received.push(b.slice()), close: serverClosed }),
   );
-  const client = await tcp('native')({ secret: SECRET }).connect(listener.address);
+  const client = await tcp()({ secret: SECRET }).connect(listener.address);
   let clientError: Error | undefined;
   client.setHandlers({ frame: () => {}, close: (e) => (clientError = e) });
   client.send([new Uint8Array([1, 2, 3])]);
