@@ -13,7 +13,9 @@
  * after the forward pass: one XXH3 pass over the request's KV, outside this timing): a worker that
  * read them otherwise (until f10f58c it sent each through a fresh copy) would not run at these figures.
  *
- *   npm run bench:transfer -- [--pages 256] [--page-bytes 1048576] [--runs 5]
+ *   npm run bench:transfer -- [--pages 256] [--page-bytes 1048576] [--runs 5] [--paths aegis-256x4,aes-256-gcm,…]
+ *
+ * `--paths` keeps only the named AEAD paths (to profile one alone); the first kept is the one the ratios lead with.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -27,7 +29,7 @@ import { TransferReceiver } from '../src/transfer/transfer-receiver.js';
 import { TransferSender } from '../src/transfer/transfer-sender.js';
 import { systemClock } from '../src/util/clock.js';
 import { median } from '../src/util/median.js';
-import { type AeadKind, cipherOf, createFrameAead, runnableAeads } from '../src/wire/frame-aead.js';
+import { AEAD_KINDS, type AeadKind, cipherOf, createFrameAead, runnableAeads } from '../src/wire/frame-aead.js';
 import { SLICE_BYTES, sealNonce } from '../src/wire/secure-channel.js';
 import { ReusedReads, rewrapAccepted } from '../src/wire/socket-stream.js';
 import { TcpTransport } from '../src/wire/tcp-transport.js';
@@ -55,11 +57,23 @@ interface Args {
   pages: number;
   pageBytes: number;
   runs: number;
+  /** the AEAD paths to run, or every one this process runs */
+  paths: AeadKind[] | undefined;
 }
 
 function parseArgs(argv: string[]): Args {
   const get = (name: string, fallback: number) => numberFlag(argv, name, fallback);
-  return { pages: get('pages', 256), pageBytes: get('page-bytes', 1 << 20), runs: get('runs', 5) };
+  const at = argv.indexOf('--paths');
+  const paths = at >= 0 ? (argv[at + 1] ?? '').split(',') : undefined;
+  for (const p of paths ?? []) {
+    if (!(AEAD_KINDS as readonly string[]).includes(p)) throw new Error(`--paths: ${p} is none of ${AEAD_KINDS}`);
+  }
+  return {
+    pages: get('pages', 256),
+    pageBytes: get('page-bytes', 1 << 20),
+    runs: get('runs', 5),
+    paths: paths as AeadKind[] | undefined,
+  };
 }
 
 type ToChild =
@@ -167,7 +181,9 @@ interface Measured {
 async function parent(args: Args): Promise<void> {
   const secret = new Uint8Array(randomBytes(32));
   // what this process runs (best first), and node:crypto's path, what runs without the addon
-  const kinds = [...new Set<AeadKind>([...runnableAeads(), 'aes-256-gcm/node:crypto'])];
+  const runnable = [...new Set<AeadKind>([...runnableAeads(), 'aes-256-gcm/node:crypto'])];
+  const kinds = args.paths ?? runnable;
+  for (const k of kinds) if (!runnable.includes(k)) throw new Error(`bench:transfer: this process cannot run ${k}`);
   if (sharedAddon() === null) console.log('bench:transfer: the native addon is not built; node:crypto only');
   const checksums = new Map<AeadKind, PageChecksum>();
   const receivers = new Map<AeadKind, TransferReceiver>();

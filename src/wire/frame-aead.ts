@@ -3,9 +3,9 @@
  * seals a frame's pages into the one buffer that goes on the wire, the receiver opens each socket read straight into
  * the frame's plaintext buffer. Two ciphers, which the handshake agrees on (peer-auth.ts):
  * - `aegis-256x4` (AEGIS-256X4, draft-irtf-cfrg-aegis-aead): the native addon's, from the vendored libaegis
- *   (native/src/aead.cc), on the AES instructions, VAES where the CPU has them. 36 GB/s a core where AES-256-GCM
- *   runs 4.4 (node 20's OpenSSL 3.0) or 10 (node 24's 3.5) on the same machine (docs/protocol.md §8). Where both
- *   peers run the addon;
+ *   (native/src/aead.cc), on the AES instructions, VAES where the CPU has them: 20–29 GB/s a core through these
+ *   calls where AES-256-GCM runs 4.4 (node 20's OpenSSL 3.0) or 10 (node 24's 3.5) on the same machine
+ *   (docs/protocol.md §8). Where both peers run the addon;
  * - `aes-256-gcm`: node's own OpenSSL, either through the addon (`aes-256-gcm`: its Gcm class, the EVP calls into
  *   node's libcrypto, no allocation per call) or through node:crypto (`aes-256-gcm/node:crypto`: createCipheriv per
  *   frame, each output copied into place; what runs without the addon). The two give the same bytes (GCM is
