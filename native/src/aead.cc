@@ -8,11 +8,13 @@
 //   what runs against a peer without the addon.
 //
 // One object per direction of a channel, a small state machine (idle → started → idle) that refuses calls out of
-// order; a tag that fails, or an update that throws, ends the frame (idle again: the next frame starts afresh).
+// order; a tag that fails, or an update that throws, ends the frame (idle again: the next frame starts afresh); a
+// finish refused for its arguments leaves the frame open.
 // AEGIS works in 64-byte blocks and holds back the last partial block of what it was given (at most 63 bytes), which
 // it writes on the next call just before that call's `at`, or at the finish just before `end`: all the calls of one
 // frame write one contiguous run of one output buffer (both users do). `dispose` cleanses and frees the key and the
-// state now; the finalizer does the same for one nobody disposed.
+// state now; the finalizer does the same for one nobody disposed. (libaegis's calls leave copies of the state on their
+// own stack frames, which it does not wipe.)
 #include "aead.h"
 
 #include <openssl/crypto.h>
@@ -86,7 +88,8 @@ class GcmCipher {
     int n = 0;
     const bool ok = EVP_CipherUpdate(ctx_, dst, &n, src, static_cast<int>(length)) == 1;
     *written = static_cast<size_t>(n);
-    return ok;
+    // a stream mode: OpenSSL writes every byte it is given at once; anything else would misplace the next call
+    return ok && *written == length;
   }
   bool finishSeal(uint8_t* /*tail*/, size_t /*held*/, uint8_t* tag) {
     int n = 0;
@@ -111,13 +114,16 @@ class GcmCipher {
 
 }  // namespace
 
-// libaegis picks among its forms at load; on x86 its fallback is the AES-NI form, so a CPU without AES-NI and AVX gets
-// no AEGIS at all (its channels then agree on AES-256-GCM)
+// libaegis picks among its forms at load, and where the CPU has no AES instructions it falls back to a table-based AES
+// (slow, and not constant-time): such a CPU gets no AEGIS at all, and its channels agree on AES-256-GCM instead
 bool aegis256x4Runs() {
+  if (aegis_init() != 0) return false;
 #if defined(__x86_64__) || defined(__i386__)
-  return aegis_init() == 0 && aegis_runtime_has_aesni() != 0 && aegis_runtime_has_avx() != 0;
+  return aegis_runtime_has_aesni() != 0 && aegis_runtime_has_avx() != 0;
+#elif defined(__aarch64__) || defined(_M_ARM64)
+  return aegis_runtime_has_armcrypto() != 0;
 #else
-  return aegis_init() == 0;
+  return false;
 #endif
 }
 
@@ -230,6 +236,7 @@ class FrameCipher : public Napi::ObjectWrap<FrameCipher<Cipher>> {
     if (in.length > kCallBytesMax) throw Napi::RangeError::New(env, "the input is too long for one call");
     if (at < held_) throw Napi::RangeError::New(env, "the bytes held back from the last call go just before `at`");
     uint8_t* dst = out.data + at - held_;
+    // the one bound on what the cipher writes (libaegis's decrypt update checks its room against the wrong count)
     const size_t room = held_ + in.length;
     if (in.data != out.data + at && overlap(in.data, in.length, dst, room)) {
       throw Napi::RangeError::New(env, "the input and the output overlap (only the very same bytes may be both)");

@@ -148,8 +148,12 @@ test('each AEAD opens what its cipher sealed, and refuses a frame with any byte 
   }
 });
 
-test('AEGIS-256X4 is the default where the addon is built, and works in place, cut into odd pieces', () => {
-  loadAddon(); // a missing or stale addon fails here with its reason
+test('AEGIS-256X4 is the default where the addon is built, and works in place, cut into odd pieces', (t) => {
+  // a missing or stale addon fails here with its reason
+  if (!loadAddon().aegis256x4Runs) {
+    assert.deepEqual(runnableAeads(), ['aes-256-gcm']);
+    return t.skip('this CPU has no AES instructions: no AEGIS-256X4');
+  }
   assert.deepEqual(runnableAeads(), ['aegis-256x4', 'aes-256-gcm']);
   const key = new Uint8Array(32).fill(7);
   const sealer = createFrameAead(key, true);
@@ -207,6 +211,46 @@ test('the native AEADs refuse calls out of order, outputs without room, overlaps
   const { Gcm, Aegis256x4 } = loadAddon();
   assert.throws(() => new Gcm(new Uint8Array(16), true), RangeError);
   assert.throws(() => new Aegis256x4(new Uint8Array(16), true), RangeError);
+});
+
+test('no call writes outside the frame: guard bytes on both sides, the frame at an offset, cut anywhere', () => {
+  const GUARD = 80; // more than a block: a tail written one block too early or late lands in it
+  fc.assert(
+    fc.property(
+      fc.constantFrom<AeadKind>('aegis-256x4', 'aes-256-gcm'),
+      fc.integer({ min: 1, max: 600 }),
+      fc.array(fc.integer({ min: 1, max: 200 }), { minLength: 1, maxLength: 5 }),
+      (kind, length, cuts) => {
+        const key = new Uint8Array(32).fill(length & 0xff);
+        const nonce = new Uint8Array(nonceBytesOf(cipherOf(kind)));
+        const plain = new Uint8Array(length).map((_, i) => i * 7);
+        const expected = seal(kind, key, nonce, new Uint8Array(0), plain, [length]);
+        const run = (sealing: boolean, input: Uint8Array, tag: Uint8Array) => {
+          const aead = createFrameAead(key, sealing, kind);
+          const out = new Uint8Array(GUARD + length + GUARD).fill(0xa5);
+          aead.start(nonce, new Uint8Array(0));
+          forPieces(length, cuts, (from, to) => aead.update(input.subarray(from, to), out, GUARD + from));
+          if (sealing) aead.finishSeal(tag, out, GUARD + length);
+          else assert.ok(aead.finishOpen(tag, out, GUARD + length));
+          aead.dispose();
+          assert.ok(
+            out.subarray(0, GUARD).every((b) => b === 0xa5),
+            'the bytes before the frame are untouched',
+          );
+          assert.ok(
+            out.subarray(GUARD + length).every((b) => b === 0xa5),
+            'the bytes after the frame are untouched',
+          );
+          return out.subarray(GUARD, GUARD + length);
+        };
+        const tag = new Uint8Array(TAG_BYTES);
+        assert.deepEqual(run(true, plain, tag), expected.cipher);
+        assert.deepEqual(tag, expected.tag);
+        assert.deepEqual(run(false, expected.cipher, expected.tag), plain);
+      },
+    ),
+    { numRuns: 300 },
+  );
 });
 
 test('AEGIS-256X4 writes what it held back just before the next call’s offset or the finish’s end, nowhere else', () => {

@@ -40,6 +40,14 @@ const CIPHER_BITS: Record<Cipher, number> = { 'aes-256-gcm': 1, 'aegis-256x4': 2
 const HELLO_BYTES = HEAD_BYTES + NONCE_BYTES + 1;
 const CHALLENGE_BYTES = HEAD_BYTES + NONCE_BYTES + 1 + PROOF_BYTES;
 const PROOF_MESSAGE_BYTES = HEAD_BYTES + PROOF_BYTES;
+/** how long a last message to a refused peer has to leave before its stream is destroyed */
+const FLUSH_GRACE_MS = 200;
+
+/** why a message's head is not this version's (an older peer's messages are shorter: read before the whole message) */
+function badHead(m: Uint8Array): string | undefined {
+  for (let i = 0; i < MAGIC.length; i++) if (m[i] !== MAGIC[i]) return 'not a kvfence peer';
+  return m[MAGIC.length] === VERSION ? undefined : `handshake version ${m[MAGIC.length]}`;
+}
 
 export type PeerRole = 'initiator' | 'responder';
 
@@ -125,8 +133,13 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
       settled = true;
       cancelTimer();
       const error = new TransferError(reason, why);
-      if (flush) stream.end();
-      else stream.destroy(error);
+      if (flush) {
+        stream.end();
+        // a peer that never closes its side is cut off all the same: no socket outlives its handshake by much
+        options.clock.after(FLUSH_GRACE_MS, () => stream.destroy(error));
+      } else {
+        stream.destroy(error);
+      }
       reject(error);
     };
     const succeed = (leftover: Uint8Array) => {
@@ -143,8 +156,6 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
       resolve(channel);
     };
     const onMessage = (m: Uint8Array, rest: Uint8Array) => {
-      for (let i = 0; i < MAGIC.length; i++) if (m[i] !== MAGIC[i]) return fail('not a kvfence peer');
-      if (m[MAGIC.length] !== VERSION) return fail(`handshake version ${m[MAGIC.length]}`);
       const body = m.subarray(HEAD_BYTES);
       if (role === 'responder' && transcript === undefined) {
         const offer = body[NONCE_BYTES]!;
@@ -176,6 +187,9 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
       return succeed(new Uint8Array(rest));
     };
     const step = (bytes: Uint8Array) => {
+      // each message's head as soon as it is here: another version's message may be shorter than this one's
+      const bad = !settled && bytes.byteLength >= HEAD_BYTES ? badHead(bytes) : undefined;
+      if (bad !== undefined) return fail(bad);
       if (settled || bytes.byteLength < expecting) {
         buffered = new Uint8Array(bytes);
         return;

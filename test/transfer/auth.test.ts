@@ -149,3 +149,61 @@ test('peers with no cipher in common are refused', async () => {
   assert.match(String(refused[0]?.message), /no cipher in common/);
   await listener.close();
 });
+
+/** A raw connection that writes `bytes` and never closes its side (allowHalfOpen), until the test destroys it. */
+function halfOpen(address: string, bytes: Uint8Array) {
+  const [host, port] = address.split(':') as [string, string];
+  const socket = connect({ host, port: Number(port), allowHalfOpen: true }, () => socket.write(bytes));
+  socket.on('data', () => {});
+  socket.on('error', () => {});
+  return socket;
+}
+
+/** `promise`, or a rejection naming `what` after `ms` */
+function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took over ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+async function until(check: () => boolean): Promise<void> {
+  while (!check()) await new Promise((r) => setTimeout(r, 5));
+}
+
+const hello = (version: number, offer?: number) =>
+  new Uint8Array([0x4b, 0x56, 0x46, 0x41, version, ...randomBytes(32), ...(offer === undefined ? [] : [offer])]);
+
+test('a stranger that offers no cipher we run, then keeps its side open, is cut off and holds up no close', async () => {
+  const refused: Error[] = [];
+  const listener = await tcp({ handshakeTimeoutMs: 5_000, onRefused: (e) => refused.push(e) }).listen(
+    '127.0.0.1:0',
+    (c) => c.destroy(),
+  );
+  const sockets = [0, 0x80].map((offer) => halfOpen(listener.address, hello(4, offer)));
+  await within(
+    2_000,
+    'the refusals',
+    until(() => refused.length === 2),
+  );
+  // well before the 5 s handshake timeout: the refusal's last message has a short grace, not the handshake's time
+  await within(2_000, 'the close', listener.close());
+  for (const e of refused) assert.match(e.message, /no cipher in common/);
+  for (const s of sockets) s.destroy();
+});
+
+test('an older peer is refused at its first message, not left to time out', async () => {
+  const refused: Error[] = [];
+  const listener = await tcp({ handshakeTimeoutMs: 5_000, onRefused: (e) => refused.push(e) }).listen(
+    '127.0.0.1:0',
+    (c) => c.destroy(),
+  );
+  const started = Date.now();
+  const socket = halfOpen(listener.address, hello(3)); // version 3's AUTH_HELLO: one byte shorter than version 4's
+  await within(2_000, 'the refusal', new Promise((r) => socket.once('end', r)));
+  assert.ok(Date.now() - started < 2_000);
+  assert.match(String(refused[0]?.message), /handshake version 3/);
+  socket.destroy();
+  await listener.close();
+});
