@@ -102,7 +102,8 @@ function sameSecretProof(a: Uint8Array, b: Uint8Array): boolean {
 
 /**
  * Runs the handshake on a fresh stream; resolves with the authenticated channel, or rejects after destroying the
- * stream: auth_failed when the peer is no kvfence peer or lacks the secret (trying again will not help);
+ * stream: auth_failed when the peer is no kvfence peer, lacks the secret or shares no cipher with this side (trying
+ * again will not help);
  * connection_closed when the stream closed first (a listener under load dropped it, or the peer went away) and
  * deadline_exceeded when the handshake took longer than `timeoutMs` (both: the peer may be there, just busy).
  * Nothing but the three handshake messages is ever read before success.
