@@ -48,12 +48,15 @@ export interface FrameAead {
   dispose(): void;
 }
 
+/** The addon, where it loads and node carries the OpenSSL its AES-256-GCM calls into; else null. */
+const aeadAddon = () => (process.versions.openssl === undefined ? null : sharedAddon());
+
 /**
  * The kinds this process runs, best first: with the addon, AEGIS-256X4 (where the CPU has the AES instructions), then
  * its AES-256-GCM; without it, node:crypto's AES-256-GCM. Both peers of a handshake offer theirs (peer-auth.ts).
  */
 export function runnableAeads(): AeadKind[] {
-  const addon = process.versions.openssl === undefined ? null : sharedAddon();
+  const addon = aeadAddon();
   if (addon === null) return ['aes-256-gcm/node:crypto'];
   return addon.aegis256x4Runs ? ['aegis-256x4', 'aes-256-gcm'] : ['aes-256-gcm'];
 }
@@ -62,7 +65,7 @@ export function runnableAeads(): AeadKind[] {
 export function createFrameAead(key: Uint8Array, seal: boolean, kind: AeadKind = runnableAeads()[0]!): FrameAead {
   assert(key.byteLength === KEY_BYTES, 'a frame key is 32 bytes');
   if (kind === 'aes-256-gcm/node:crypto') return new NodeGcm(key, seal);
-  const addon = process.versions.openssl === undefined ? null : sharedAddon();
+  const addon = aeadAddon();
   assert(addon !== null, `${kind} needs the native addon (npm run build:native)`);
   const made = kind === 'aegis-256x4' ? new addon.Aegis256x4(key, seal) : new addon.Gcm(key, seal);
   return nativeAead(kind, made);

@@ -89,12 +89,8 @@ function sessionKey(secret: Uint8Array, t: Transcript, cipher: Cipher, from: Pee
   return new Uint8Array(hkdfSync('sha256', secret, salt, `${LABEL} key from ${from} ${cipher}`, 32));
 }
 
-const offerOf = (kinds: readonly AeadKind[]): number => kinds.reduce((bits, k) => bits | CIPHER_BITS[cipherOf(k)], 0);
-
-/** the first of `kinds` (this side's, best first) whose cipher is the one bit `bits` names, or one of `bits` offers */
-function pick(kinds: readonly AeadKind[], bits: number, exactly: boolean): AeadKind | undefined {
-  return kinds.find((k) => (exactly ? CIPHER_BITS[cipherOf(k)] === bits : (CIPHER_BITS[cipherOf(k)] & bits) !== 0));
-}
+const bitOf = (kind: AeadKind): number => CIPHER_BITS[cipherOf(kind)];
+const offerOf = (kinds: readonly AeadKind[]): number => kinds.reduce((bits, k) => bits | bitOf(k), 0);
 
 function sameSecretProof(a: Uint8Array, b: Uint8Array): boolean {
   return a.byteLength === b.byteLength && timingSafeEqual(a, b);
@@ -160,11 +156,11 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
       const body = m.subarray(HEAD_BYTES);
       if (role === 'responder' && transcript === undefined) {
         const offer = body[NONCE_BYTES]!;
-        agreed = pick(kinds, offer, false);
+        agreed = kinds.find((k) => (bitOf(k) & offer) !== 0); // this side's preference first
         // copies: the stream lends each read for its call
         const nonceI = new Uint8Array(body.subarray(0, NONCE_BYTES));
         // no cipher in common: the choice 0, proven like any other, so that the initiator learns why and does not retry
-        const chosen = agreed === undefined ? 0 : CIPHER_BITS[cipherOf(agreed)];
+        const chosen = agreed === undefined ? 0 : bitOf(agreed);
         transcript = { nonceI, nonceR: nonceMine, offer, chosen };
         expecting = PROOF_MESSAGE_BYTES;
         stream.write([message(nonceMine, new Uint8Array([chosen]), proof(secret, 'responder', transcript))]);
@@ -182,7 +178,8 @@ export function authenticate(stream: ByteStream, role: PeerRole, options: PeerAu
         return fail('bad responder proof');
       }
       if (transcript.chosen === 0) return fail(`no cipher in common (the responder runs none of ${offerMine})`);
-      agreed = pick(kinds, transcript.chosen, true);
+      const { chosen } = transcript;
+      agreed = kinds.find((k) => bitOf(k) === chosen); // one bit, of a cipher this side offered
       if (agreed === undefined) return fail(`the responder chose a cipher not offered (${transcript.chosen})`);
       stream.write([message(proof(secret, 'initiator', transcript))]);
       return succeed(new Uint8Array(rest));

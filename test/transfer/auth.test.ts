@@ -13,7 +13,7 @@ import type { ByteStream } from '../../src/wire/byte-stream.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import type { TransportOptions } from '../../src/wire/transport.js';
 import { overStream, withByteFaults } from '../helpers/fault-injection.js';
-import { expectTransfer, makeWorld, PAGE_SIZE_TOKENS, SECRET, startTransfer, type World } from './harness.js';
+import { expectTransfer, makeWorld, PAGE_SIZE_TOKENS, SECRET, startTransfer, until, type World } from './harness.js';
 
 let checksum: PageChecksum;
 before(async () => {
@@ -168,10 +168,6 @@ function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
-async function until(check: () => boolean): Promise<void> {
-  while (!check()) await new Promise((r) => setTimeout(r, 5));
-}
-
 const hello = (version: number, offer?: number) =>
   new Uint8Array([0x4b, 0x56, 0x46, 0x41, version, ...randomBytes(32), ...(offer === undefined ? [] : [offer])]);
 
@@ -182,11 +178,7 @@ test('a stranger that offers no cipher we run, then keeps its side open, is cut 
     (c) => c.destroy(),
   );
   const sockets = [0, 0x80].map((offer) => halfOpen(listener.address, hello(4, offer)));
-  await within(
-    2_000,
-    'the refusals',
-    until(() => refused.length === 2),
-  );
+  await until('the refusals', () => refused.length === 2, 2_000);
   // well before the 5 s handshake timeout: the refusal's last message has a short grace, not the handshake's time
   await within(2_000, 'the close', listener.close());
   for (const e of refused) assert.match(e.message, /no cipher in common/);

@@ -14,7 +14,7 @@ import type { FrameChannel } from '../../src/wire/frame-channel.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
 import type { TransportOptions } from '../../src/wire/transport.js';
 import { overStream, withByteFaults } from '../helpers/fault-injection.js';
-import { makeWorld, SECRET, startTransfer } from './harness.js';
+import { makeWorld, SECRET, startTransfer, until } from './harness.js';
 
 const HANDSHAKE_BYTES_SENT = 38 + 37; // AUTH_HELLO and AUTH_PROOF, the initiator's two handshake messages
 const SEAL_BYTES = 4 + 16; // length prefix and AEAD tag around each frame's ciphertext
@@ -67,14 +67,6 @@ async function echoPair(wrap: (s: ByteStream) => ByteStream) {
   );
   const client = await tcp({ wrapConnectStream: wrap }).connect(listener.address);
   return { client, received, serverClosed, close: () => listener.close() };
-}
-
-async function until(what: string, check: () => boolean): Promise<void> {
-  const start = Date.now();
-  while (!check()) {
-    assert.ok(Date.now() - start < 5_000, `timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
 }
 
 test('a KV transfer carries no page byte, tenant or request id in clear, either way', async () => {

@@ -250,6 +250,15 @@ export function startTransfer(
 }
 
 /** The next `count` frames of `channel` (copies), in order; rejects if it closes first. Sets the channel's handlers. */
+/** Waits until `check()` holds, polling; fails naming `what` after `timeoutMs`. */
+export async function until(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const start = Date.now();
+  while (!check()) {
+    assert.ok(Date.now() - start < timeoutMs, `timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
 export function receiveFrames(channel: FrameChannel, count: number): Promise<Uint8Array[]> {
   const frames: Uint8Array[] = [];
   return new Promise((resolve, reject) =>

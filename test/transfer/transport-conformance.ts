@@ -10,7 +10,7 @@ import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-c
 import { TransferError } from '../../src/transfer/transfer-error.js';
 import type { FrameChannel } from '../../src/wire/frame-channel.js';
 import type { TransferTransport, TransportOptions } from '../../src/wire/transport.js';
-import { FIRST_TOKEN, makeWorld, SECRET, startTransfer } from './harness.js';
+import { FIRST_TOKEN, makeWorld, SECRET, startTransfer, until } from './harness.js';
 
 export interface TransportFactory {
   /** a transport of this kind; every transport made by one factory reaches the same listeners */
@@ -27,14 +27,6 @@ function collect(channel: FrameChannel): { frames: Uint8Array[]; closed: Promise
   });
   channel.setHandlers({ frame: (b) => frames.push(new Uint8Array(b)), close: (e) => done(e) });
   return { frames, closed };
-}
-
-async function until(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const start = Date.now();
-  while (!check()) {
-    assert.ok(Date.now() - start < timeoutMs, `timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
 }
 
 export function transportConformance(name: string, factory: TransportFactory): void {
