@@ -345,6 +345,13 @@ async function parent(args: Args): Promise<void> {
         kinds.map((k) => `${(against / median(measured.get(k)!.ms)).toFixed(2)} (${LABELS[k]})`).join(', '),
     );
   }
+  // each run's transfer against the same run's raw pass, a second or so apart: on a shared machine the raw socket
+  // moves between states for minutes at a time, which a ratio of the two medians mixes up
+  const byRun = measured.get(primary)!.ms.map((ms, i) => raws[strict].ms[i]! / ms);
+  console.log(
+    `  ratio transfer / raw (${RAW_LABELS[strict]}), run by run, ${LABELS[primary]}: median ${median(byRun).toFixed(2)} ` +
+      `(the runs: ${byRun.map((x) => x.toFixed(2)).join(' ')})`,
+  );
   for (const other of kinds.slice(1)) {
     const pairs = measured.get(primary)!.ms.map((ms, i) => measured.get(other)!.ms[i]! / ms);
     console.log(
