@@ -218,9 +218,13 @@ export class ReceiveSession {
     if (isTerminal(this.stateNow)) return;
     const state = this.move(event);
     assert(state === 'FAILED' || state === 'CANCELLED' || state === 'EXPIRED', `${event} cannot end a transfer`);
-    this.sink.scrubAndRelease();
-    this.outcomeNow = { state, ticket: this.ticket, error };
-    this.onTerminal(this.outcomeNow);
+    try {
+      this.sink.scrubAndRelease();
+    } finally {
+      // the ending is reported even if the release throws (a bug in the pool, which it reports): nobody waits forever
+      this.outcomeNow = { state, ticket: this.ticket, error };
+      this.onTerminal(this.outcomeNow);
+    }
   }
 
   private move(event: ReceiverEvent): ReceiverState {

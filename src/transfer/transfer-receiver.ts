@@ -5,7 +5,9 @@
  *
  * Every wait is bounded: the reservation's deadline covers the whole transfer (from `expect` to COMMIT), an idle
  * timeout covers the gap between frames (and the wait for the first one). Terminal states close the connection
- * (COMMITTED: clean end; otherwise ABORT with the reason, then end) and late frames are dropped.
+ * (COMMITTED: clean end; otherwise ABORT with the reason, then end) and late frames are dropped. An ended connection
+ * gives the peer the idle timeout to read its last frames and close its side, and is cut off then: a peer that never
+ * closes holds neither a connection slot nor the listener's close.
  */
 import { assert } from '../util/assert.js';
 import type { Clock } from '../util/clock.js';
@@ -60,6 +62,8 @@ interface Expected {
 export class TransferReceiver {
   private readonly expected = new Map<string, Expected>();
   private readonly channels = new Set<FrameChannel>();
+  /** connections this side has ended, waiting for the peer to close: each with the cut-off's cancel */
+  private readonly ending = new Map<FrameChannel, () => void>();
   private closing = false;
 
   constructor(protected readonly options: TransferReceiverOptions) {
@@ -143,7 +147,7 @@ export class TransferReceiver {
       refused = true;
       cancelIdle();
       this.channels.delete(channel);
-      sendAbortAndEnd(channel, binding, error);
+      this.abortAndEnd(channel, binding, error);
     };
     const armIdle = () => {
       cancelIdle();
@@ -183,6 +187,8 @@ export class TransferReceiver {
       close: (error) => {
         cancelIdle();
         this.channels.delete(channel);
+        this.ending.get(channel)?.();
+        this.ending.delete(channel);
         if (bound !== undefined) bound.session.closed(error);
       },
     });
@@ -194,8 +200,12 @@ export class TransferReceiver {
     for (const e of [...this.expected.values()]) {
       e.session.fail(new TransferError('receiver_closed', 'the decode worker is shutting down'));
     }
-    for (const channel of [...this.channels]) channel.destroy(new TransferError('receiver_closed', 'shutting down'));
+    for (const channel of [...this.channels, ...this.ending.keys()]) {
+      channel.destroy(new TransferError('receiver_closed', 'shutting down'));
+    }
     this.channels.clear();
+    for (const cancel of this.ending.values()) cancel();
+    this.ending.clear();
   }
 
   /** A connection binds to the ticket its first frame names; a ticket takes one connection, ever. */
@@ -226,19 +236,32 @@ export class TransferReceiver {
     if (channel === undefined) return;
     this.channels.delete(channel);
     if (outcome.state !== 'COMMITTED') {
-      sendAbortAndEnd(channel, outcome.ticket, outcome.error);
+      this.abortAndEnd(channel, outcome.ticket, outcome.error);
       return;
     }
     // the acknowledgement: the sender counts a transfer done only when its own COMMIT comes back
     if (!channel.closed) channel.send(encodeCommit(outcome.ticket, outcome.commit));
-    channel.end();
+    this.end(channel);
   }
-}
 
-function sendAbortAndEnd(channel: FrameChannel, binding: TransferBinding | undefined, error: TransferError): void {
-  if (channel.closed) return;
-  if (binding !== undefined) channel.send(encodeAbort(binding, { code: error.reason, message: error.message }));
-  channel.end();
+  private abortAndEnd(channel: FrameChannel, binding: TransferBinding | undefined, error: TransferError): void {
+    if (channel.closed) return;
+    if (binding !== undefined) channel.send(encodeAbort(binding, { code: error.reason, message: error.message }));
+    this.end(channel);
+  }
+
+  /** Ends a connection after its queued frames; the peer has the idle timeout to close its side, then it is cut off. */
+  private end(channel: FrameChannel): void {
+    channel.end();
+    if (channel.closed || this.ending.has(channel)) return;
+    const cancel = this.options.clock.after(this.options.idleTimeoutMs, () => {
+      this.ending.delete(channel);
+      channel.destroy(
+        new TransferError('idle_timeout', `the peer did not close within ${this.options.idleTimeoutMs} ms of the end`),
+      );
+    });
+    this.ending.set(channel, cancel);
+  }
 }
 
 function asTransferError(error: unknown): TransferError {

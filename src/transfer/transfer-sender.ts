@@ -44,6 +44,8 @@ export class TransferSender {
   private acknowledged = false;
   private wake: () => void = () => {};
   private started = false;
+  /** after `abort` has ended the connection: the cut-off if the receiver never closes its side */
+  private cancelLinger: () => void = () => {};
 
   constructor(
     private readonly channel: FrameChannel,
@@ -55,6 +57,7 @@ export class TransferSender {
     channel.setHandlers({
       frame: (bytes) => this.onFrame(bytes),
       close: (error) => {
+        this.cancelLinger();
         if (!this.acknowledged)
           this.stop(error ?? new TransferError('connection_closed', 'closed before acknowledging'));
       },
@@ -112,7 +115,10 @@ export class TransferSender {
   abort(code: string, message: string): void {
     if (this.acknowledged || this.failure !== undefined) return;
     if (!this.channel.closed) this.channel.send(encodeAbort(this.ticket, { code, message }));
-    this.channel.end(); // the ABORT goes out first: no destroy here
+    this.channel.end(); // the ABORT goes out first: no destroy here, unless the receiver never closes its side
+    if (!this.channel.closed) {
+      this.cancelLinger = this.options.clock.after(this.options.idleTimeoutMs, () => this.channel.destroy());
+    }
     this.failure = new TransferError('sender_aborted', message, code);
     this.wake();
   }

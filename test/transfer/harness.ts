@@ -249,7 +249,6 @@ export function startTransfer(
   return { handle, sink, source, sent, outcome: handle.outcome };
 }
 
-/** The next `count` frames of `channel` (copies), in order; rejects if it closes first. Sets the channel's handlers. */
 /** Waits until `check()` holds, polling; fails naming `what` after `timeoutMs`. */
 export async function until(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
   const start = Date.now();
@@ -259,6 +258,7 @@ export async function until(what: string, check: () => boolean, timeoutMs = 5_00
   }
 }
 
+/** The next `count` frames of `channel` (copies), in order; rejects if it closes first. Sets the channel's handlers. */
 export function receiveFrames(channel: FrameChannel, count: number): Promise<Uint8Array[]> {
   const frames: Uint8Array[] = [];
   return new Promise((resolve, reject) =>
