@@ -88,9 +88,11 @@ export class CompletionRun {
 
   /** Validates and submits (throwing a KvfenceError → the error handler), then serves the request to its end. */
   async run(): Promise<void> {
-    const request = await this.prepare();
+    // listening from the start: a client that goes away while its prompt is prepared (the chat template, the tokenizer
+    // thread, perhaps queued behind others) is cancelled at the gate, before it takes a place or a page
     const gone = new AbortController();
     this.reply.raw.on('close', () => gone.abort());
+    const request = await this.prepare();
     const { ctx } = this;
     const pages = requestPages(ctx.pageSize, request.promptTokens.length, request.maxTokens, this.parsed.n);
     const lease = await ctx.gate.enter(this.tenant, pages, ctx.queueTimeoutMs, gone.signal);

@@ -29,7 +29,7 @@ import { bodyTooLargeError, httpErrorOf } from './errors.js';
 import { registerHealthRoutes, type ServingState } from './health-routes.js';
 import { type HttpLimits, httpServerOptions } from './http-limits.js';
 import { JsonBodyParser } from './json-body.js';
-import { GatewayMetrics } from './metrics.js';
+import { GatewayMetrics, type RequestOutcome } from './metrics.js';
 import { type ParsedRequest, parseChatRequest, parseCompletionRequest } from './schemas.js';
 import type { ServedModel } from './served-model.js';
 import { TenantGate } from './tenant-gate.js';
@@ -197,7 +197,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
         { tenant, status: http.status, code: http.body.error.code },
         `request rejected: ${http.body.error.message}`,
       );
-    if (tenant !== undefined) metrics.requests.inc({ tenant, outcome: http.status < 500 ? 'rejected' : 'failed' });
+    if (tenant !== undefined) metrics.requests.inc({ tenant, outcome: outcomeOf(http) });
     if (http.retryAfterS !== undefined) reply.header('retry-after', String(http.retryAfterS));
     reply.code(http.status).send(http.body);
   });
@@ -222,4 +222,10 @@ function asKvfenceError(error: unknown): unknown {
     return new KvfenceError('invalid_request_error', message);
   }
   return error;
+}
+
+/** How a request that ended in an error response counts: a client that went away first is cancelled, not rejected */
+function outcomeOf(http: { status: number; body: { error: { code: string } } }): RequestOutcome {
+  if (http.body.error.code === 'request_cancelled') return 'cancelled';
+  return http.status < 500 ? 'rejected' : 'failed';
 }
