@@ -133,40 +133,59 @@ test('cancel frees a running request’s pages at once, mid-prefill or mid-decod
   assert.equal(forward.pool.checkConservation().free, 64);
 });
 
-test('an ownership violation aborts only the offending request and reports an incident', () => {
-  const forward = forwardFor(model, 64, 16);
-  const engine = new Engine(config(), forward);
-  const victim = request('victim', 'b', 20, 12);
-  engine.submit(request('thief', 'a', 20, 12), 0);
-  engine.submit(victim, 0);
-  const outcomes = runToEnd(engine, 0, 5000, (step) => {
-    if (step !== 6) return;
-    const thief = engine.runningTable('thief')!;
-    thief.pages[0] = engine.runningTable('victim')!.pages[0]!; // point the thief at the victim's first page
+// the thief's table pointed at the victim's first page: one of the thief's pages it reads, or the one it is about to
+// write and not read (its written count at a page boundary), which only the write check guards
+const VIOLATIONS = [
+  { through: 'a page it reads', thiefPrompt: 20, corrupt: (_written: number, step: number) => (step === 6 ? 0 : -1) },
+  {
+    through: 'the page it is about to write (at a page boundary)',
+    thiefPrompt: 32,
+    corrupt: (written: number) => (written >= 32 && written % 16 === 0 ? written / 16 : -1),
+  },
+];
+
+for (const v of VIOLATIONS) {
+  test(`an ownership violation through ${v.through} aborts only the offending request and reports an incident`, () => {
+    const forward = forwardFor(model, 64, 16);
+    const engine = new Engine(config(), forward);
+    const victim = request('victim', 'b', 20, 12);
+    engine.submit(request('thief', 'a', v.thiefPrompt, 12), 0);
+    engine.submit(victim, 0);
+    let corrupted = false;
+    const outcomes = runToEnd(engine, 0, 5000, (step) => {
+      const thief = engine.runningTable('thief');
+      const page = thief === undefined || corrupted ? -1 : v.corrupt(thief.writtenTokens, step);
+      if (page < 0) return;
+      thief!.pages[page] = engine.runningTable('victim')!.pages[0]!;
+      corrupted = true;
+    });
+    assert.ok(corrupted, 'the thief’s table was pointed at the victim’s page');
+    const incident = outcomes.get('incident:thief')!.end;
+    assert.ok(incident?.kind === 'incident');
+    assert.equal(incident.incident.tenant, 'a');
+    assert.equal(incident.incident.violation.pageOwner?.tenant, 'b');
+    const thiefEnd = outcomes.get('thief')!.end;
+    assert.ok(
+      thiefEnd?.kind === 'end' &&
+        thiefEnd.end.kind === 'failed' &&
+        thiefEnd.end.error.code === 'kv_isolation_violation',
+    );
+    assert.ok(!thiefEnd.end.error.message.includes('victim'), 'the failure does not name the other request');
+    const solo = generate(forwardFor(model, 64, 16), victim.promptTokens, {
+      maxTokens: 12,
+      sampling: GREEDY,
+      prefillChunkTokens: 64,
+      isStopToken: () => false,
+    });
+    assert.deepEqual(outcomes.get('victim')!.tokens, solo.tokens, 'the victim ran on, undisturbed');
+    assert.deepEqual(outcomes.get('victim')!.logprobs, solo.logprobs);
+    assert.equal(
+      forward.pool.checkConservation().free,
+      64,
+      'the thief’s own pages were released through its reservation',
+    );
   });
-  const incident = outcomes.get('incident:thief')!.end;
-  assert.ok(incident?.kind === 'incident');
-  assert.equal(incident.incident.tenant, 'a');
-  assert.equal(incident.incident.violation.pageOwner?.tenant, 'b');
-  const thiefEnd = outcomes.get('thief')!.end;
-  assert.ok(
-    thiefEnd?.kind === 'end' && thiefEnd.end.kind === 'failed' && thiefEnd.end.error.code === 'kv_isolation_violation',
-  );
-  assert.ok(!thiefEnd.end.error.message.includes('victim'), 'the failure does not name the other request');
-  const solo = generate(forwardFor(model, 64, 16), victim.promptTokens, {
-    maxTokens: 12,
-    sampling: GREEDY,
-    prefillChunkTokens: 64,
-    isStopToken: () => false,
-  });
-  assert.deepEqual(outcomes.get('victim')!.tokens, solo.tokens, 'the victim ran on, undisturbed');
-  assert.deepEqual(outcomes.get('victim')!.logprobs, solo.logprobs);
-  assert.equal(
-    forward.pool.checkConservation().free,
-    64,
-    'the thief’s own pages were released through its reservation',
-  );
-});
+}
 
 test('a request that did not ask for logprobs gets the same tokens, with logprob 0 and no alternatives', () => {
   const run = (logprobs: boolean | undefined) => {

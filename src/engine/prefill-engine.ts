@@ -79,6 +79,16 @@ export class PrefillEngine {
     return this.waiting.length > 0 || this.running.length > 0;
   }
 
+  /**
+   * Nothing to compute and no queued request admissible: the pages they wait for are held by finished requests whose
+   * transfers run (their `release`), so stepping again before one is released would do nothing (StepLoop polls).
+   */
+  get stalled(): boolean {
+    if (this.running.length > 0 || this.waiting.length === 0) return false;
+    const room = poolRoom(this.pool, this.prefixCache, 0, this.config.runningMax);
+    return pickAdmissions(this.waiting, room).length === 0;
+  }
+
   /** requests waiting for pages */
   get waitingCount(): number {
     return this.waiting.length;

@@ -199,9 +199,8 @@ export class PagePool {
     assert(tokenCount >= table.writtenTokens, 'written counts only grow');
     for (let i = Math.floor(table.writtenTokens / pageSize); i < Math.ceil(tokenCount / pageSize); i++) {
       if (i < table.sharedPages) this.violation(table, i, 'a write to a read-only shared prefix page');
-      const page = table.pages[i]!;
-      this.checkWritable(page, table.owner, table.epochs[i]!);
-      this.written[page] = Math.min(pageSize, tokenCount - i * pageSize);
+      this.checkWritable(table, i);
+      this.written[table.pages[i]!] = Math.min(pageSize, tokenCount - i * pageSize);
     }
     table.writtenTokens = tokenCount;
   }
@@ -280,10 +279,18 @@ export class PagePool {
     return this.epochs[page] === epoch;
   }
 
-  /** A write goes only into an active page its writer holds at its granted epoch. */
-  protected checkWritable(page: number, owner: PageOwner, epoch: number): void {
-    this.assertHeld(page, owner, epoch);
-    assert(this.states[page] === STATE_ACTIVE, `write to page ${page} that is not active`);
+  /**
+   * A write goes only into an active page its writer holds at its granted epoch; anything else is an isolation
+   * violation of the writer's table (KvIsolationError: that request fails alone, with an incident), as a read is.
+   */
+  protected checkWritable(table: PageTable, i: number): void {
+    const page = table.pages[i]!;
+    if (!Number.isInteger(page) || page < 0 || page >= this.pageCount) this.violation(table, i, 'page id out of range');
+    if (this.owners[page] !== table.owner) this.violation(table, i, 'a write to a page owned by someone else');
+    if (!this.epochMatches(page, table.epochs[i]!))
+      this.violation(table, i, 'a write at a stale epoch: the page was freed and reused');
+    if (this.states[page] !== STATE_ACTIVE)
+      this.violation(table, i, `a write to a page that is ${STATE_NAMES[this.states[page]!]}, not active`);
   }
 
   /** A free page was written by no one since it was freed (a late write through a stale table would show here). */

@@ -17,6 +17,7 @@ import { poolStats } from '../cluster/pool-stats.js';
 import type { PrefillEngine, PrefillEvent, Prefilled } from '../engine/prefill-engine.js';
 import type { GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
 import { StepLoop } from '../engine/step-loop.js';
+import { KvIsolationError } from '../kv/isolation-error.js';
 import { type PageMapReport, pageMapOf } from '../kv/page-map.js';
 import type { PagePool } from '../kv/page-pool.js';
 import type { PrefixCache } from '../kv/prefix-cache.js';
@@ -115,6 +116,7 @@ export class PrefillWorker {
     if (job.state.name === 'computing') {
       this.jobs.delete(requestId);
       this.options.engine.cancel(requestId);
+      this.loop.kick(); // its pages are free: a queued job may fit now
     } else {
       job.state.sender?.abort('request_cancelled', 'the request was cancelled');
     }
@@ -182,14 +184,14 @@ export class PrefillWorker {
   private async send(prefilled: Prefilled): Promise<void> {
     const job = this.jobs.get(prefilled.request.id);
     if (job === undefined || job.cancelled) {
-      prefilled.release();
+      this.release(prefilled);
       return;
     }
     const state: JobState = { name: 'sending', sender: undefined };
     job.state = state;
     try {
-      const { pool, checksum } = this.options;
-      const pages = tableTransferSource(pool, prefilled.table, prefilled.request.promptTokens.length, checksum);
+      const pages = this.sealedPages(job, prefilled);
+      if (pages === undefined) return;
       const source = this.sendSource(pages);
       const channel = await this.options.transport.connect(job.decodeAddress);
       const sender = this.newSender(channel, job.ticket);
@@ -207,9 +209,35 @@ export class PrefillWorker {
         job.link.end({ kind: 'failed', error: publicTransferError(e) });
       }
     } finally {
-      prefilled.release();
+      this.release(prefilled);
       this.jobs.delete(job.request.id);
     }
+  }
+
+  /**
+   * The job's pages as a transfer source, checked readable by it (I3) and sealed with their checksums; undefined when
+   * the check fails: an incident, the job failed as the engine fails one (never as a transfer error), and an ABORT
+   * so that the decode side frees its reservation now.
+   */
+  private sealedPages(job: Job, prefilled: Prefilled): KvPageSource | undefined {
+    const { pool, checksum } = this.options;
+    try {
+      return tableTransferSource(pool, prefilled.table, prefilled.request.promptTokens.length, checksum);
+    } catch (error) {
+      if (!(error instanceof KvIsolationError)) throw error;
+      const { id, tenant } = job.request;
+      this.options.onIncident({ request: id, tenant, violation: error.violation, timeMs: this.now() });
+      const failed = new KvfenceError('kv_isolation_violation', 'KV isolation check failed at prefill');
+      job.link.end({ kind: 'failed', error: failed });
+      void this.abortAtDecode(job, failed);
+      return undefined;
+    }
+  }
+
+  /** A finished job's pages go back (scrubbed), and a job queued for pages may fit now. */
+  private release(prefilled: Prefilled): void {
+    prefilled.release();
+    this.loop.kick();
   }
 
   private newSender(channel: FrameChannel, ticket: TransferTicket): TransferSender {

@@ -11,7 +11,6 @@ import type { EngineEvent } from '../../src/engine/request.js';
 import type { Sequence } from '../../src/engine/sequence.js';
 import { CompletionRun } from '../../src/gateway/completion-run.js';
 import type { KvLayout } from '../../src/kv/kv-layout.js';
-import type { PageOwner } from '../../src/kv/page-owner.js';
 import { PagePool } from '../../src/kv/page-pool.js';
 import type { PageTable } from '../../src/kv/page-table.js';
 import { type CachedPage, PrefixCache } from '../../src/kv/prefix-cache.js';
@@ -51,8 +50,8 @@ export class MutantPagePool extends PagePool {
     } else super.checkPage(table, i, tokens);
   }
 
-  protected override checkWritable(page: number, owner: PageOwner, epoch: number): void {
-    if (this.faults.ownershipUnchecked !== true) super.checkWritable(page, owner, epoch);
+  protected override checkWritable(table: PageTable, i: number): void {
+    if (this.faults.ownershipUnchecked !== true) super.checkWritable(table, i);
   }
 
   protected override scrub(page: number): void {
