@@ -79,14 +79,18 @@ export function registerDashboardRoutes(app: FastifyInstance, options: Dashboard
     return reply.headers(PAGE_HEADERS).send(dashboardPage());
   });
 
-  // the form's body type is parsed only here (an encapsulated scope): the API routes still refuse it
+  // the form's body type is parsed only here (an encapsulated scope): the API routes still refuse it. The login takes no
+  // API key, so it takes nothing else either, and nothing larger than a form: any other body (JSON, which would go to
+  // the shared body-parsing thread) is refused before it is read (400, unsupported media type), and so is an announced
+  // larger one (413)
   void app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
     scope.addContentTypeParser(
       'application/x-www-form-urlencoded',
       { parseAs: 'string', bodyLimit: LOGIN_BODY_BYTES_MAX },
       (_request, body, done) => done(null, new URLSearchParams(String(body))),
     );
-    scope.post('/dashboard/login', async (request, reply) => {
+    scope.post('/dashboard/login', { bodyLimit: LOGIN_BODY_BYTES_MAX }, async (request, reply) => {
       const form = request.body instanceof URLSearchParams ? request.body : new URLSearchParams();
       return signIn(form.get('token') ?? undefined, reply);
     });

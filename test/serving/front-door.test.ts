@@ -62,6 +62,20 @@ describe('authentication before the body', () => {
     assert.ok(closedMs < HEADERS_MS, `closed after ${closedMs.toFixed(0)} ms`);
   });
 
+  test('the dashboard login, which takes no API key, refuses any body but a small form before reading it', async () => {
+    for (const [length, contentType, status] of [
+      [limit, 'application/json', 400], // Unsupported Media Type; within the API's body limit
+      [limit, 'application/x-www-form-urlencoded', 413],
+    ] as const) {
+      const c = await rawConnect(server.url);
+      c.socket.write(postHead('/dashboard/login', length).replace('application/json', contentType));
+      c.dribble('x'.repeat(1000), 5);
+      const closedMs = await c.closed(BODY_MS);
+      assert.equal(statusOf(c.received()), status, contentType);
+      assert.ok(closedMs < HEADERS_MS, `${contentType}: closed after ${closedMs.toFixed(0)} ms, before any timeout`);
+    }
+  });
+
   test('every route but health and metrics needs a key', async () => {
     for (const [method, path] of [
       ['GET', '/v1/models'],
