@@ -130,7 +130,7 @@ export class CompletionRun {
   /** The prompt's token ids and the completion's length (default: the rest of the context). */
   protected async promptAndMaxTokens(): Promise<{ prompt: number[]; maxTokens: number }> {
     const tools = this.parsed.tools?.tools.map((t) => t.definition);
-    const prompt = await promptTokens(this.ctx.model, this.parsed.prompt, this.ctx.context, tools);
+    const prompt = await promptTokens(this.ctx.model, this.parsed.prompt, this.ctx.context, this.tenant, tools);
     return { prompt, maxTokens: this.parsed.maxTokens ?? defaultMaxTokens(prompt.length, this.parsed.n, this.ctx) };
   }
 

@@ -47,6 +47,7 @@ export async function encodeClientText(
   options: EncodeOptions,
   context: number,
   param: 'messages' | 'prompt',
+  tenant: string,
 ): Promise<number[]> {
   const tooLong = (what: string) =>
     new KvfenceError(
@@ -57,7 +58,7 @@ export async function encodeClientText(
     );
   if (text.length > context * model.tokenizer.longestTokenChars)
     throw tooLong(`is ${text.length} characters long, more than ${context} tokens can hold`);
-  const ids = await model.encoder.encode(text, { ...options, stopAfter: context });
+  const ids = await model.encoder.encode(text, { ...options, stopAfter: context }, tenant);
   if (ids.length > context) throw tooLong(`is more than ${context} tokens long`);
   return ids;
 }
@@ -70,6 +71,7 @@ export async function promptTokens(
   model: ServedModel,
   prompt: PromptInput,
   context: number,
+  tenant: string,
   tools?: readonly unknown[],
 ): Promise<number[]> {
   const { tokenizer } = model;
@@ -84,7 +86,7 @@ export async function promptTokens(
       if (prompt.text === '') throw new KvfenceError('invalid_request_error', 'the prompt is empty', 'prompt');
       // completions prompts are often templated already: their special-token text is parsed, as llama.cpp's server
       // and vLLM do (docs/api.md)
-      return encodeClientText(model, prompt.text, { addSpecial: true, parseSpecial: true }, context, 'prompt');
+      return encodeClientText(model, prompt.text, { addSpecial: true, parseSpecial: true }, context, 'prompt', tenant);
     case 'messages': {
       if (model.chatTemplate === undefined) {
         throw new KvfenceError(
@@ -96,7 +98,7 @@ export async function promptTokens(
       // the template's special tokens are parsed; the messages' own text is not (chat-prompt.ts)
       const { text, literalRanges } = renderChatPrompt(model.chatTemplate, prompt.messages, tokenizer, tools);
       const options = { addSpecial: false, parseSpecial: true, literalRanges };
-      return encodeClientText(model, text, options, context, 'messages');
+      return encodeClientText(model, text, options, context, 'messages', tenant);
     }
   }
 }

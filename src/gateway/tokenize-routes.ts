@@ -55,7 +55,7 @@ export function registerTokenizeRoutes(
 ): void {
   const { tokenizer } = model;
   app.post('/tokenize', async (request) => {
-    authenticate(request);
+    const tenant = authenticate(request);
     const body = bodyOf(request.body, TOKENIZE_FIELDS, model);
     let tokens: number[];
     if (body['messages'] !== undefined) {
@@ -68,6 +68,7 @@ export function registerTokenizeRoutes(
         model,
         { kind: 'messages', messages },
         provenContext(),
+        tenant,
         tools?.tools.map((t) => t.definition),
       );
     } else {
@@ -75,7 +76,7 @@ export function registerTokenizeRoutes(
       if (typeof prompt !== 'string') throw bad('prompt must be a string', 'prompt');
       if (body['tools'] !== undefined) throw bad('tools need messages', 'tools');
       const options = { addSpecial: flag(body, 'add_special_tokens', true), parseSpecial: false };
-      tokens = await encodeClientText(model, prompt, options, provenContext(), 'prompt');
+      tokens = await encodeClientText(model, prompt, options, provenContext(), 'prompt', tenant);
     }
     return {
       count: tokens.length,

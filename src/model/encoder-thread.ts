@@ -6,12 +6,17 @@
  * Bounded (util/thread-calls.ts): at most QUEUE_MAX texts wait for the thread (more: 503 at once), each is answered
  * within `timeoutMs` or rejected with 503. Callers bound each text first (served-model.ts: no text longer than the
  * context can need), and pass `stopAfter`, so the thread never works on more than one context's worth of a prompt.
+ * Prompts are tokenized before a request meets its tenant's limits (how many pages it needs depends on its length), so
+ * the thread bounds each tenant itself: at most PER_TENANT_MAX of one tenant's texts at a time (more: 429), and a
+ * tenant sending long prompts in a loop cannot fill the queue and turn other tenants' prompts into 503s.
  */
+import { KvfenceError } from '../util/errors.js';
 import { ThreadCalls } from '../util/thread-calls.js';
 import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 
 const INLINE_CHARS = 2048;
 const QUEUE_MAX = 64;
+const PER_TENANT_MAX = 4;
 
 /** One text for the thread. */
 export interface EncodeCall {
@@ -21,6 +26,8 @@ export interface EncodeCall {
 
 export class EncoderThread {
   private readonly calls: ThreadCalls<EncodeCall, number[]>;
+  /** each tenant's texts on the thread now; a tenant leaves the map when its last is answered */
+  private readonly held = new Map<string, number>();
 
   constructor(
     private readonly tokenizer: Tokenizer,
@@ -40,10 +47,25 @@ export class EncoderThread {
     );
   }
 
-  /** The text's ids, as `tokenizer.encode` gives them; long texts are encoded on the thread. */
-  async encode(text: string, options: EncodeOptions): Promise<number[]> {
+  /** `tenant`'s text's ids, as `tokenizer.encode` gives them; long texts are encoded on the thread. */
+  async encode(text: string, options: EncodeOptions, tenant: string): Promise<number[]> {
     if (text.length <= INLINE_CHARS) return this.tokenizer.encode(text, options);
-    return this.calls.call({ text, options });
+    const held = this.held.get(tenant) ?? 0;
+    if (held >= PER_TENANT_MAX) {
+      throw new KvfenceError(
+        'rate_limit_exceeded',
+        `${PER_TENANT_MAX} of your prompts over ${INLINE_CHARS} characters are already being tokenized; ` +
+          'send the next when one is answered',
+      );
+    }
+    this.held.set(tenant, held + 1);
+    try {
+      return await this.calls.call({ text, options });
+    } finally {
+      const left = (this.held.get(tenant) ?? 1) - 1;
+      if (left === 0) this.held.delete(tenant);
+      else this.held.set(tenant, left);
+    }
   }
 
   close(): Promise<void> {

@@ -57,14 +57,14 @@ test('the tokenizer thread: the same ids as inline, while the event loop keeps r
     let ticks = 0;
     const ticker = setInterval(() => ticks++, 1);
     const started = performance.now();
-    const ids = await thread.encode(text, { addSpecial: true });
+    const ids = await thread.encode(text, { addSpecial: true }, 't');
     const ms = performance.now() - started;
     clearInterval(ticker);
     assert.deepEqual(ids, model.tokenizer.encode(text, { addSpecial: true }));
     // inline, the loop would not tick once while encoding; here it ticks most milliseconds
     assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms of tokenizing`);
     // short texts are encoded inline, the same way
-    assert.deepEqual(await thread.encode('short', {}), model.tokenizer.encode('short', {}));
+    assert.deepEqual(await thread.encode('short', {}, 't'), model.tokenizer.encode('short', {}));
   } finally {
     await thread.close();
   }
@@ -76,18 +76,40 @@ test('the tokenizer thread is bounded: a slow text times out with a 503 code, a 
   const queued = new EncoderThread(model.tokenizer, model.path, 60_000);
   try {
     await assert.rejects(
-      slow.encode('x y z '.repeat(200_000), {}),
+      slow.encode('x y z '.repeat(200_000), {}, 't'),
       (e: { code?: string; message?: string }) => e.code === 'server_overloaded' && /longer than 1 ms/.test(e.message!),
     );
     const text = 'a b c d '.repeat(500); // past the inline bound, a few ms each
     const expected = model.tokenizer.encode(text, {});
+    // 80 tenants, one text each: the thread's own bound
     const answers = await Promise.all(
-      Array.from({ length: 80 }, () => queued.encode(text, {}).catch((e: { message?: string }) => e.message)),
+      Array.from({ length: 80 }, (_, i) => queued.encode(text, {}, `t${i}`).catch((e: { code?: string }) => e.code)),
     );
-    const refusedAtOnce = answers.filter((a) => typeof a === 'string' && /already being tokenized/.test(a));
+    const refusedAtOnce = answers.filter((a) => a === 'server_overloaded');
     assert.equal(refusedAtOnce.length, 80 - 64, 'the queue holds 64');
     for (const a of answers) if (typeof a !== 'string') assert.deepEqual(a, expected);
   } finally {
     await Promise.all([slow.close(), queued.close()]);
+  }
+});
+
+test('one tenant holds at most 4 places on the tokenizer thread: its fifth long prompt is a 429, others still get theirs', async () => {
+  const model = loadTestModel(SERVING_MODEL);
+  const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
+  try {
+    const text = 'a b c d '.repeat(500); // past the inline bound
+    const expected = model.tokenizer.encode(text, {});
+    const flood = Array.from({ length: 6 }, () =>
+      thread.encode(text, {}, 'flood').catch((e: { code?: string }) => e.code),
+    );
+    const calm = thread.encode(text, {}, 'calm');
+    const answers = await Promise.all(flood);
+    assert.equal(answers.filter((a) => a === 'rate_limit_exceeded').length, 2);
+    for (const a of answers) if (typeof a !== 'string') assert.deepEqual(a, expected);
+    assert.deepEqual(await calm, expected);
+    // answered, its places are free again
+    assert.deepEqual(await thread.encode(text, {}, 'flood'), expected);
+  } finally {
+    await thread.close();
   }
 });
