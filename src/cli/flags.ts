@@ -139,6 +139,12 @@ const FLAGS: readonly Flag[] = [
     parse: int(1, LIMITS.kvPagesMax),
   },
   {
+    flags: '--gateways <n>',
+    help: 'how many gateways share the cluster: each enforces 1/n of every tenant limit, so the limits hold cluster-wide (default 1)',
+    on: HTTP,
+    parse: int(1, LIMITS.gatewaysMax),
+  },
+  {
     flags: '--prefix-cache-pages <n>',
     help: "pages of prompt KV each tenant's prefix cache may hold (on prefill workers when disaggregated); a tenant reuses only its own (default 0: off)",
     on: ['serve', 'prefill'],
@@ -326,6 +332,7 @@ export interface ParsedFlags {
   stepTokens: number;
   promptStepMs: number;
   tenantMaxConcurrent: number;
+  gateways?: number;
   tenantKvPages?: number;
   prefixCachePages?: number;
   incidentsDb?: string;
@@ -376,6 +383,7 @@ export function serveConfigOf(o: ParsedFlags): ServeConfig {
     promptStepMs: o.promptStepMs,
     tenantConcurrentMax: o.tenantMaxConcurrent,
     ...(o.tenantKvPages !== undefined ? { tenantKvPages: o.tenantKvPages } : {}),
+    ...(o.gateways !== undefined ? { gateways: o.gateways } : {}),
     ...(o.prefixCachePages !== undefined ? { prefixCachePages: o.prefixCachePages } : {}),
     incidentsDb: o.incidentsDb ?? defaultIncidentsPath(),
     requestTimeoutMs: o.requestTimeoutMs,

@@ -31,7 +31,7 @@ export function checkReloadedQuotas(
 ): void {
   const need = Math.ceil(context / pageSize);
   for (const [tenant, limits] of keyFile.tenants) {
-    const quota = limits.kvPagesMax ?? tenants.defaults.kvPagesMax;
+    const quota = tenants.shareOf({ ...tenants.defaults, ...limits }).kvPagesMax;
     if (quota < need)
       throw new KvfenceError(
         'kv_capacity_exceeded',

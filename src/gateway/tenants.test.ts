@@ -38,3 +38,39 @@ test('a key file with a plaintext key, a bad hash or no keys is refused; no file
   assert.ok(dev.devMode);
   assert.equal(dev.authenticate(undefined), DEV_TENANT);
 });
+
+test('gateways sharing a cluster each enforce their share of every limit, so the limits hold cluster-wide', () => {
+  const file = (tenants: object) =>
+    parseKeyFile(
+      {
+        keys: [
+          { tenant: 'acme', sha256: hashApiKey('k-acme-0123456789') },
+          { tenant: 'globex', sha256: hashApiKey('k-globex-012345678') },
+        ],
+        tenants,
+      },
+      'keys.json',
+    );
+  const dir = new TenantDirectory(file({ acme: { concurrentRequestsMax: 5, kvPagesMax: 64 } }), LIMITS_DEFAULT, 2);
+  assert.deepEqual(dir.limitsOf('acme'), { concurrentRequestsMax: 2, kvPagesMax: 32 }, 'rounded down: 2 + 2 ≤ 5');
+  assert.deepEqual(dir.limitsOf('globex'), { concurrentRequestsMax: 4, kvPagesMax: 64 });
+  assert.equal(dir.smallestPageQuota(), 32, 'the capacity proof checks the context against a share');
+  // a limit that leaves some gateway nothing is refused, at startup and at a reload (the old table stays)
+  const tooSmall = file({ acme: { concurrentRequestsMax: 1 } });
+  assert.throws(
+    () => new TenantDirectory(tooSmall, LIMITS_DEFAULT, 2),
+    (e: KvfenceError) =>
+      e.code === 'invalid_argument' && /tenant acme: concurrentRequestsMax 1 cannot be split/.test(e.message),
+  );
+  assert.throws(() => dir.replace(tooSmall), /cannot be split across 2 gateways/);
+  assert.deepEqual(dir.limitsOf('acme'), { concurrentRequestsMax: 2, kvPagesMax: 32 });
+  assert.throws(
+    () => new TenantDirectory(undefined, { concurrentRequestsMax: 3, kvPagesMax: 128 }, 4),
+    /the default \(--tenant-\* flags\): concurrentRequestsMax 3/,
+  );
+  // one gateway: the limits as written
+  assert.deepEqual(new TenantDirectory(tooSmall, LIMITS_DEFAULT).limitsOf('acme'), {
+    concurrentRequestsMax: 1,
+    kvPagesMax: 128,
+  });
+});

@@ -14,6 +14,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
+import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
@@ -98,16 +99,24 @@ export function parseKeyFile(json: unknown, path: string): KeyFile {
   return { keys, tenants };
 }
 
-/** Who a request is (a tenant, or undefined for a missing or wrong key), and what that tenant may use. */
+/**
+ * Who a request is (a tenant, or undefined for a missing or wrong key), and what that tenant may use here. With
+ * `gateways` > 1 (`--gateways N`: that many gateways share one cluster, each holding its own tenant gate), each enforces
+ * 1/N of every limit, rounded down, so that together they hold the limits cluster-wide (I11); a limit that cannot be
+ * split so (fewer than N requests or pages) is refused, loudly, at startup and at a reload.
+ */
 export class TenantDirectory {
   private file: KeyFile | undefined;
   private hashes: { tenant: string; hash: Buffer }[] = [];
 
   constructor(
     keyFile: KeyFile | undefined,
-    /** limits of a tenant the key file gives none for (the --tenant-* flags) */
+    /** limits of a tenant the key file gives none for (the --tenant-* flags), cluster-wide */
     readonly defaults: TenantLimits,
+    readonly gateways = 1,
   ) {
+    assert(Number.isInteger(gateways) && gateways >= 1, 'at least one gateway');
+    this.checkSplit(keyFile);
     this.file = keyFile;
     this.hashes = hashesOf(keyFile);
   }
@@ -125,21 +134,54 @@ export class TenantDirectory {
     return this.devMode ? [DEV_TENANT] : [...new Set(this.hashes.map((h) => h.tenant))];
   }
 
+  /** What `tenant` may use through this gateway: its share of its cluster-wide limits */
   limitsOf(tenant: string): TenantLimits {
-    return { ...this.defaults, ...this.file?.tenants.get(tenant) };
+    return this.shareOf({ ...this.defaults, ...this.file?.tenants.get(tenant) });
   }
 
-  /** The smallest page quota any tenant has: the capacity proof (I1) checks the context fits it. */
+  /** A gateway's share of cluster-wide limits */
+  shareOf(limits: TenantLimits): TenantLimits {
+    return {
+      concurrentRequestsMax: Math.floor(limits.concurrentRequestsMax / this.gateways),
+      kvPagesMax: Math.floor(limits.kvPagesMax / this.gateways),
+    };
+  }
+
+  /** The smallest page quota any tenant has here: the capacity proof (I1) checks the context fits it. */
   smallestPageQuota(): number {
     const overrides = [...(this.file?.tenants.values() ?? [])].map((l) => l.kvPagesMax ?? this.defaults.kvPagesMax);
-    return Math.min(this.defaults.kvPagesMax, ...overrides);
+    return Math.floor(Math.min(this.defaults.kvPagesMax, ...overrides) / this.gateways);
   }
 
   /** Swaps in a re-read key file (dev mode stays dev mode: there is no file to re-read). */
   replace(keyFile: KeyFile): void {
     if (this.devMode) throw new KvfenceError('invalid_argument', 'dev mode has no key file to reload');
+    this.checkSplit(keyFile);
     this.file = keyFile;
     this.hashes = hashesOf(keyFile);
+  }
+
+  /** Every limit, the defaults' and the key file's, splits into a share of at least one for each gateway */
+  private checkSplit(keyFile: KeyFile | undefined): void {
+    if (this.gateways === 1) return;
+    const entries: [string, TenantLimits][] = [
+      ['the default (--tenant-* flags)', this.defaults],
+      ...[...(keyFile?.tenants ?? [])].map(([t, l]): [string, TenantLimits] => [
+        `tenant ${t}`,
+        { ...this.defaults, ...l },
+      ]),
+    ];
+    for (const [who, limits] of entries) {
+      for (const name of ['concurrentRequestsMax', 'kvPagesMax'] as const) {
+        if (limits[name] < this.gateways) {
+          throw new KvfenceError(
+            'invalid_argument',
+            `${who}: ${name} ${limits[name]} cannot be split across ${this.gateways} gateways (--gateways): ` +
+              `give it at least ${this.gateways}, or run fewer gateways`,
+          );
+        }
+      }
+    }
   }
 
   authenticate(authorization: string | undefined): string | undefined {

@@ -168,6 +168,7 @@ export function gatewaySettingsOf(config: ServeConfig) {
     ...(config.apiKeysPath !== undefined ? { apiKeysPath: config.apiKeysPath } : {}),
     tenantConcurrentMax: config.tenantConcurrentMax ?? SERVE_DEFAULTS.tenantConcurrentMax,
     ...(config.tenantKvPages !== undefined ? { tenantKvPages: config.tenantKvPages } : {}),
+    ...(config.gateways !== undefined ? { gateways: config.gateways } : {}),
     clampContext: config.clampContext,
     queueTimeoutMs: config.queueTimeoutMs,
     requestTimeoutMs: config.requestTimeoutMs,

@@ -24,6 +24,8 @@ export interface GatewaySettings {
   /** limits of a tenant the key file gives none for */
   tenantConcurrentMax: number;
   tenantKvPages?: number;
+  /** how many gateways share the cluster: each enforces its share of every tenant limit (TenantDirectory); default 1 */
+  gateways?: number;
   clampContext: boolean;
   /** the longest a request waits for its tenant's pages (then 503) */
   queueTimeoutMs: number;
@@ -66,6 +68,7 @@ export async function openGateway(
       concurrentRequestsMax: settings.tenantConcurrentMax,
       kvPagesMax: settings.tenantKvPages ?? LIMITS.kvPagesMax,
     },
+    settings.gateways,
   );
   const proof = proveTenantQuotas(worker.provenContext, worker.pageSize, tenants, settings.clampContext);
   if (proof.clamped) announce(`kvfence: ${proof.summary}`);

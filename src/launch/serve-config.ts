@@ -38,6 +38,8 @@ export interface ServeConfig {
   tenantConcurrentMax: number;
   /** default per-tenant page quota; undefined: none beyond the pools */
   tenantKvPages?: number;
+  /** gateways sharing the cluster, each enforcing its share of the tenant limits; undefined: 1 */
+  gateways?: number;
   /** pages each tenant's prefix cache may hold; undefined or 0: no prefix cache */
   prefixCachePages?: number;
   incidentsDb: string;

@@ -27,6 +27,8 @@ export const LIMITS = {
   stepTokensMax: 1 << 20,
   promptStepMsMax: 60_000,
   tenantConcurrentRequestsMax: 1 << 16,
+  /** gateways sharing one cluster (`--gateways`), each enforcing its share of the tenant limits */
+  gatewaysMax: 64,
   tenantCountMax: 100_000,
   apiKeyFileBytesMax: 16 * 1024 * 1024,
   requestBodyBytesMax: 16 * 1024 * 1024,

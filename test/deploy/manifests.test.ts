@@ -141,6 +141,13 @@ describe('Kubernetes manifests', { skip: hasKubectl ? false : 'needs kubectl (De
         return;
       }
       assert.equal(args[0], 'gateway');
+      // each gateway enforces 1/N of every tenant limit: N is how many run, and a rollout never runs more
+      assert.equal(
+        Number(flagValue(args, '--gateways') ?? 1),
+        gateway.spec.replicas,
+        '--gateways is the replica count',
+      );
+      if (gateway.spec.replicas > 1) assert.equal(gateway.spec.strategy.rollingUpdate.maxSurge, 0);
       for (const role of ['prefill', 'decode']) {
         // the gateway's DNS name is the role's headless Service, on the port the workers listen on
         const [name, port] = flagValue(args, `--${role}-dns`)!.split(':');
