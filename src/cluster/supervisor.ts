@@ -72,6 +72,8 @@ interface Supervised {
 
 export class Supervisor {
   private readonly workers = new Map<string, Supervised>();
+  /** children forked and not yet ready (a start, a restart): not in `workers` yet, so close() stops them from here */
+  private readonly starting = new Set<ChildProcess>();
   private closing = false;
 
   constructor(private readonly options: SupervisorOptions) {}
@@ -103,23 +105,12 @@ export class Supervisor {
     }));
   }
 
+  /** Stops every child, the ones still starting included (a failed startup closes the rest at once). */
   async close(): Promise<void> {
     this.closing = true;
-    await Promise.all(
-      [...this.workers.values()].map((w) => {
-        if (w.retry !== undefined) clearTimeout(w.retry);
-        const child = w.child;
-        return new Promise<void>((resolve) => {
-          if (child === undefined || child.exitCode !== null || child.signalCode !== null) return resolve();
-          const force = setTimeout(() => child.kill('SIGKILL'), 5_000);
-          child.once('exit', () => {
-            clearTimeout(force);
-            resolve();
-          });
-          child.kill('SIGTERM');
-        });
-      }),
-    );
+    for (const w of this.workers.values()) if (w.retry !== undefined) clearTimeout(w.retry);
+    const children = [...[...this.workers.values()].map((w) => w.child), ...this.starting];
+    await Promise.all(children.map((child) => stopChild(child)));
   }
 
   private spawn(config: WorkerConfig): Promise<{ child: ChildProcess; ready: WorkerReady }> {
@@ -129,6 +120,8 @@ export class Supervisor {
       env,
       stdio: ['ignore', this.options.stdout, 'inherit', 'ipc'],
     });
+    this.starting.add(child);
+    child.once('exit', () => this.starting.delete(child));
     const start: WorkerStart = { kind: 'start', config, secretHex: this.options.secretHex };
     child.send(start);
     return new Promise((resolve, reject) => {
@@ -155,6 +148,13 @@ export class Supervisor {
         if (!isWorkerReady(message)) return;
         clearTimeout(timer);
         child.off('exit', onExit);
+        this.starting.delete(child);
+        if (this.closing) {
+          // ready after close() began: stopped like the rest, never handed out
+          void stopChild(child);
+          reject(new KvfenceError('worker_unavailable', `worker ${config.name} started while the cluster closed`));
+          return;
+        }
         resolve({ child, ready: message });
       });
     });
@@ -198,10 +198,6 @@ export class Supervisor {
       };
       this.spawn(config).then(
         ({ child, ready }) => {
-          if (this.closing) {
-            child.kill('SIGTERM');
-            return;
-          }
           w.child = child;
           w.ready = ready;
           w.restarts++;
@@ -209,6 +205,7 @@ export class Supervisor {
           this.watch(w, child);
         },
         (error: unknown) => {
+          if (this.closing) return; // stopped by close() while it started
           this.options.log.error({ worker: w.config.name, err: String(error) }, 'worker restart failed; trying again');
           const next = Math.min(delayMs * 2, this.options.restartBackoffMaxMs);
           this.scheduleRestart(w, Math.max(next, this.options.restartBackoffMs));
@@ -216,4 +213,17 @@ export class Supervisor {
       );
     }, delayMs);
   }
+}
+
+/** SIGTERM (a worker drains), SIGKILL 5 s later if it has not exited; resolves once it has */
+function stopChild(child: ChildProcess | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return resolve();
+    const force = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    child.once('exit', () => {
+      clearTimeout(force);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
 }

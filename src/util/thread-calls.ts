@@ -1,7 +1,9 @@
 /**
  * Calls to one worker thread that does a gateway's CPU-heavy work off the event loop (tokenizing, parsing large
- * bodies: DESIGN I11). Bounded: at most `queueMax` calls wait for the thread (more are refused at once with 503), and
- * each is answered within `timeoutMs` or refused with 503. An error the thread's handler throws comes back with its
+ * bodies: DESIGN I11). Bounded: at most `queueMax` calls are on the thread, queued or running (more are refused at
+ * once with 503), and each is answered within `timeoutMs` or refused with 503. A call refused for its time stays on
+ * the thread until the thread has answered it, so it still counts: under sustained overload the thread's backlog is
+ * bounded, not only the callers who still wait. An error the thread's handler throws comes back with its
  * error code (a KvfenceError's, else internal_error); a thread that fails or exits fails every waiting call.
  */
 import { parentPort, Worker } from 'node:worker_threads';
@@ -28,6 +30,8 @@ interface Pending<T> {
 export class ThreadCalls<Request, Answer> {
   private readonly worker: Worker;
   private readonly pending = new Map<number, Pending<Answer>>();
+  /** calls posted to the thread and not yet answered by it, whether or not their callers still wait */
+  private onThread = 0;
   private nextId = 0;
   private broken: KvfenceError | undefined;
 
@@ -40,9 +44,13 @@ export class ThreadCalls<Request, Answer> {
   ) {
     this.worker = new Worker(script, { workerData });
     this.worker.unref(); // never what keeps a process alive; close() ends it
-    this.worker.on('message', (reply: Reply<Answer>) => this.settle(reply));
+    this.worker.on('message', (reply: Reply<Answer>) => {
+      this.onThread--;
+      this.settle(reply);
+    });
     const fail = (why: string) => {
       this.broken = new KvfenceError('internal_error', `${words.thread} ${why}`);
+      this.onThread = 0;
       for (const id of [...this.pending.keys()]) this.finish(id)?.reject(this.broken);
     };
     this.worker.on('error', (error) => fail(`failed: ${error.message}`));
@@ -52,7 +60,7 @@ export class ThreadCalls<Request, Answer> {
   /** The thread's answer to `request`; `transfer` lists buffers moved to the thread, not copied. */
   call(request: Request, transfer: ArrayBuffer[] = []): Promise<Answer> {
     if (this.broken !== undefined) return Promise.reject(this.broken);
-    if (this.pending.size >= this.queueMax)
+    if (this.onThread >= this.queueMax)
       return Promise.reject(new KvfenceError('server_overloaded', this.words.busy(this.queueMax)));
     const id = this.nextId++;
     return new Promise<Answer>((resolve, reject) => {
@@ -61,6 +69,7 @@ export class ThreadCalls<Request, Answer> {
       }, this.timeoutMs);
       this.pending.set(id, { resolve, reject, timer });
       this.worker.postMessage({ id, request }, transfer);
+      this.onThread++;
     });
   }
 

@@ -93,6 +93,27 @@ test('the tokenizer thread is bounded: a slow text times out with a 503 code, a 
   }
 });
 
+test('a prompt refused for its time still holds its place on the thread until the thread is done with it', async () => {
+  const model = loadTestModel(SERVING_MODEL);
+  const thread = new EncoderThread(model.tokenizer, model.path, 1);
+  try {
+    // the first keeps the thread busy for a while; the other 63 wait behind it. All 64 are refused for their time
+    const long = 'x y z '.repeat(200_000);
+    const texts = [long, ...Array.from({ length: 63 }, () => 'a b c d '.repeat(500))];
+    const codes = await Promise.all(
+      texts.map((text, i) => thread.encode(text, {}, `t${i}`).catch((e: { code?: string }) => e.code)),
+    );
+    assert.deepEqual(new Set(codes), new Set(['server_overloaded']));
+    // nobody waits for them any more, but the thread still has them: a new prompt is refused at once
+    await assert.rejects(
+      thread.encode('a b c d '.repeat(500), {}, 'late'),
+      /64 long prompts are already being tokenized/,
+    );
+  } finally {
+    await thread.close();
+  }
+});
+
 test('one tenant holds at most 4 places on the tokenizer thread: its fifth long prompt is a 429, others still get theirs', async () => {
   const model = loadTestModel(SERVING_MODEL);
   const thread = new EncoderThread(model.tokenizer, model.path, 60_000);

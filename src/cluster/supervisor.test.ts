@@ -1,0 +1,58 @@
+// The supervisor stops every child it forked when it closes, those still starting included: a cluster whose startup
+// failed (one worker exits) closes at once, while the others may not have reported ready yet.
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { tempDirectory } from '../../test/helpers/temp.js';
+import { Supervisor } from './supervisor.js';
+import type { WorkerConfig } from './worker-config.js';
+
+const quiet = { info: () => {}, warn: () => {}, error: () => {} };
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function until(what: string, check: () => boolean): Promise<void> {
+  const start = Date.now();
+  while (!check()) {
+    assert.ok(Date.now() - start < 10_000, `timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+test('close stops the children still starting, not only the ready ones', async () => {
+  const dir = tempDirectory('kvfence-supervisor-');
+  const supervisor = new Supervisor({
+    program: fileURLToPath(new URL('../../test/helpers/startup-worker.js', import.meta.url)),
+    programArgs: [dir],
+    secretHex: '00',
+    readyTimeoutMs: 30_000,
+    restartBackoffMs: 100,
+    restartBackoffMaxMs: 1_000,
+    restartWindowMs: 1_000,
+    stdout: 'ignore',
+    log: quiet,
+  });
+  const config = (name: string) => ({ name }) as unknown as WorkerConfig;
+  const pidOf = (name: string) => Number(readFileSync(join(dir, `${name}.pid`), 'utf8'));
+  await supervisor.start(config('ready'));
+  const starting = supervisor.start(config('starting'));
+  starting.catch(() => {});
+  await assert.rejects(supervisor.start(config('fails')), /exited during startup/);
+  await until('the starting worker to be up', () => existsSync(join(dir, 'starting.pid')));
+  // as a failed cluster startup does: close at once
+  await supervisor.close();
+  await assert.rejects(starting, /exited during startup/);
+  for (const name of ['ready', 'starting']) {
+    const pid = pidOf(name);
+    await until(`worker ${name} (pid ${pid}) to be gone`, () => !alive(pid));
+  }
+});
