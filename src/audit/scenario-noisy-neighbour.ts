@@ -150,7 +150,8 @@ async function phase(
   loadSpec: (i: number, stop: AbortSignal) => Parameters<AuditContext['call']>[0],
 ): Promise<Phase> {
   const stop = new AbortController();
-  setMaxListeners(streams + 2, stop.signal); // one listener per load request in flight
+  // a load request in flight listens once, and once more while it leaves its stream unread; the probes' wait once
+  setMaxListeners(2 * streams + 2, stop.signal);
   const deadline = Date.now() + PHASE_MS_MAX;
   const load: CallRecord[] = [];
   let sent = 0;
