@@ -1,8 +1,8 @@
 // A session's ending is reported even when releasing its pages throws (a bug in the pool, which must surface, but must
 // not leave the transfer's outcome, and whoever awaits it, hanging: I6).
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
+import { onePageTicket } from '../../test/transfer/harness.js';
 import type { KvPageSink } from './kv-page-port.js';
 import { createPageChecksum } from './page-checksum.js';
 import { ReceiveSession, type TransferOutcome } from './receive-session.js';
@@ -18,16 +18,7 @@ test('a session ends, and says so, even when releasing its pages throws', async 
       throw new Error('the pool lost count');
     },
   };
-  const ticket = {
-    request: 'r',
-    tenant: 't',
-    nonce: new Uint8Array(randomBytes(16)),
-    epoch: 1,
-    pageCount: 1,
-    tokenCount: 4,
-    pageSizeTokens: 4,
-    pageBytes: 64,
-  };
+  const ticket = onePageTicket('r', 64);
   const outcomes: TransferOutcome[] = [];
   const session = new ReceiveSession(ticket, sink, await createPageChecksum(), (o) => outcomes.push(o));
   assert.throws(() => session.cancel('the client went away'), /the pool lost count/);

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { KvPageSink, KvPageSource } from '../../src/transfer/kv-page-port.js';
 import type { PageChecksum } from '../../src/transfer/page-checksum.js';
 import type { TransferOutcome } from '../../src/transfer/receive-session.js';
+import type { TransferTicket } from '../../src/transfer/ticket.js';
 import {
   type TransferHandle,
   TransferReceiver,
@@ -137,6 +138,20 @@ export function randomSource(
   const pageView = (i: number) => all.subarray(i * pageBytes, (i + 1) * pageBytes);
   const checksums = Array.from({ length: pageCount }, (_, i) => checksum.of(pageView(i)));
   return { pageCount, pageBytes, all, checksums, pageView };
+}
+
+/** A one-page ticket of `request` (tenant-a, 4 tokens) with a fresh nonce: for tests that need no reservation */
+export function onePageTicket(request: string, pageBytes: number): TransferTicket {
+  return {
+    request,
+    tenant: 'tenant-a',
+    nonce: new Uint8Array(randomBytes(16)),
+    epoch: 1,
+    pageCount: 1,
+    tokenCount: PAGE_SIZE_TOKENS,
+    pageSizeTokens: PAGE_SIZE_TOKENS,
+    pageBytes,
+  };
 }
 
 export const FIRST_TOKEN: FirstToken = {

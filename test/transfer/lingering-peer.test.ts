@@ -5,7 +5,6 @@
  * (`allowHalfOpen`), as a frozen or partitioned prefill's would: they never answer the end with their own.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { type AddressInfo, createConnection, createServer } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import { createPageChecksum } from '../../src/transfer/page-checksum.js';
@@ -16,7 +15,16 @@ import type { FrameChannel } from '../../src/wire/frame-channel.js';
 import { authenticate } from '../../src/wire/peer-auth.js';
 import { socketByteStream } from '../../src/wire/socket-stream.js';
 import { TcpTransport } from '../../src/wire/tcp-transport.js';
-import { expectTransfer, FIRST_TOKEN, makeWorld, randomSource, SECRET, until, type World } from './harness.js';
+import {
+  expectTransfer,
+  FIRST_TOKEN,
+  makeWorld,
+  onePageTicket,
+  randomSource,
+  SECRET,
+  until,
+  type World,
+} from './harness.js';
 
 const IDLE_MS = 300;
 
@@ -43,16 +51,7 @@ async function stubbornPeer(t: TestContext, address: string): Promise<FrameChann
 
 /** A HELLO for a request the decode side never expected: it is refused (ABORT, then the end). */
 function strangerHello(): Uint8Array[] {
-  return encodeHello({
-    request: 'nobody-expects-this',
-    tenant: 'tenant-a',
-    nonce: new Uint8Array(randomBytes(16)),
-    epoch: 1,
-    pageCount: 1,
-    tokenCount: 1,
-    pageSizeTokens: 4,
-    pageBytes: 4096,
-  });
+  return encodeHello(onePageTicket('nobody-expects-this', 4096));
 }
 
 /** ms until `closing` settles; fails past `limitMs` (before the cut-off, the listener waited forever) */
@@ -128,16 +127,7 @@ test('a prefill that aborts cuts off a receiver that never closes its side, afte
   const channel = await transport.connect(`127.0.0.1:${port}`);
   t.after(() => channel.destroy());
   // as the prefill worker refuses a job before any page (prefill-worker.ts): a sender that only aborts
-  const ticket = {
-    request: 'r-abort',
-    tenant: 'tenant-a',
-    nonce: new Uint8Array(randomBytes(16)),
-    epoch: 1,
-    pageCount: 1,
-    tokenCount: 4,
-    pageSizeTokens: 4,
-    pageBytes: 4096,
-  };
+  const ticket = onePageTicket('r-abort', 4096);
   new TransferSender(channel, ticket, { clock: systemClock, deadlineMs: 10_000, idleTimeoutMs: IDLE_MS }).abort(
     'context_length_exceeded',
     'the prompt does not fit',
