@@ -58,6 +58,24 @@ test('every message survives a round trip, the nonce bytes included', () => {
   for (const m of messages) assert.deepEqual(decodeControl(encodeControl(m)), m);
 });
 
+test('a non-finite logprob crosses the wire as it is, not as a malformed message that would end the connection', () => {
+  const token = {
+    id: 5,
+    logprob: Number.NaN,
+    top: [
+      { id: 7, logprob: Number.POSITIVE_INFINITY },
+      { id: 5, logprob: Number.NaN },
+      { id: 9, logprob: Number.NEGATIVE_INFINITY },
+    ],
+  };
+  const message: ControlMessage = { type: 'token', request: 'cmpl-1', token };
+  assert.deepEqual(decodeControl(encodeControl(message)), message);
+  // only a logprob may be one: elsewhere the encoded form is still refused
+  const reserve = JSON.parse(Buffer.from(encodeControl({ type: 'reserve', request })).toString('utf8'));
+  reserve.request.maxTokens = { number: 'Infinity' };
+  assert.throws(() => decodeControl(new Uint8Array(Buffer.from(JSON.stringify(reserve)))), /maxTokens/);
+});
+
 test('a malformed message is refused with the field at fault', () => {
   const bytes = (v: unknown) => new Uint8Array(Buffer.from(JSON.stringify(v)));
   assert.throws(() => decodeControl(new Uint8Array(Buffer.from('{not json'))), /not JSON/);

@@ -109,10 +109,19 @@ export function errorFromWire(e: FailedEnd): KvfenceError {
   return new KvfenceError(e.code, e.message, e.param);
 }
 
+/**
+ * JSON has no NaN or infinities, and JSON.stringify writes them as null: a logprob the model made non-finite travels as
+ * `{"number": "-Infinity"}` (or "Infinity", "NaN") instead, so the gateway gets what a colocated server would, and one
+ * request's odd value is not a protocol violation that ends the connection and every request on it
+ */
+const NON_FINITE = new Set(['NaN', 'Infinity', '-Infinity']);
+
 export function encodeControl(message: ControlMessage): Uint8Array {
-  const json = JSON.stringify(message, (_key, value: unknown) =>
-    value instanceof Uint8Array ? { base64: Buffer.from(value).toString('base64') } : value,
-  );
+  const json = JSON.stringify(message, (_key, value: unknown) => {
+    if (value instanceof Uint8Array) return { base64: Buffer.from(value).toString('base64') };
+    if (typeof value === 'number' && !Number.isFinite(value)) return { number: String(value) };
+    return value;
+  });
   const bytes = new Uint8Array(Buffer.from(json, 'utf8'));
   if (bytes.byteLength > LIMITS.controlMessageBytesMax) {
     throw new KvfenceError('invalid_argument', `a control message of ${bytes.byteLength} bytes is over its bound`);
@@ -325,7 +334,19 @@ function ticket(value: unknown): TransferTicket {
 
 function logprob(value: unknown, field: string): TokenLogprob {
   const l = obj(value, field);
-  return { id: int(l['id'], `${field} id`, 0, LIMITS.vocabSizeMax), logprob: num(l['logprob'], `${field} logprob`) };
+  return {
+    id: int(l['id'], `${field} id`, 0, LIMITS.vocabSizeMax),
+    logprob: logprobValue(l['logprob'], `${field} logprob`),
+  };
+}
+
+/** A number, or a non-finite one as encodeControl writes it: only a logprob may be one */
+function logprobValue(value: unknown, field: string): number {
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    const written = (value as Record<string, unknown>)['number'];
+    if (typeof written === 'string' && NON_FINITE.has(written)) return Number(written);
+  }
+  return num(value, field);
 }
 
 function token(value: unknown): GeneratedToken {

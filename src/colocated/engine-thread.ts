@@ -50,6 +50,7 @@ export class EngineThread implements InferenceWorker {
   private readonly sinks = new Map<string, GenerationSink>();
   private readonly incidentListeners: ((incident: IsolationIncident) => void)[] = [];
   private readonly statsAsks = new Map<number, Ask<WorkerStats>>();
+  private refreshing: Promise<void> | undefined;
   private readonly mapAsks = new Map<number, Ask<WorkerPageMap[]>>();
   private nextAsk = 1;
   private lastStats: WorkerStats;
@@ -126,9 +127,16 @@ export class EngineThread implements InferenceWorker {
     return this.lastStats;
   }
 
-  async refresh(): Promise<void> {
-    const stats = await this.ask(this.statsAsks, (ask) => ({ type: 'stats', ask }));
-    if (stats !== undefined) this.lastStats = stats;
+  /**
+   * One question to the engine thread at a time, however many callers: /health and /metrics are public, and each ask
+   * is a message between two engine steps (as the remote dispatcher's refresh does).
+   */
+  refresh(): Promise<void> {
+    this.refreshing ??= this.ask(this.statsAsks, (ask) => ({ type: 'stats', ask })).then((stats) => {
+      if (stats !== undefined) this.lastStats = stats;
+      this.refreshing = undefined;
+    });
+    return this.refreshing;
   }
 
   async pageMaps(): Promise<WorkerPageMap[]> {

@@ -277,10 +277,12 @@ function messageText(content: unknown, param: string): string {
     .join('');
 }
 
-function parsePrompt(value: unknown): PromptInput {
+/** OpenAI's forms: a string, token ids, or a batch of one of either (one level of array around it, no deeper). */
+function parsePrompt(value: unknown, inBatch = false): PromptInput {
   if (typeof value === 'string') return { kind: 'text', text: value };
   if (Array.isArray(value)) {
-    if (value.length === 1 && (typeof value[0] === 'string' || Array.isArray(value[0]))) return parsePrompt(value[0]);
+    if (!inBatch && value.length === 1 && (typeof value[0] === 'string' || Array.isArray(value[0])))
+      return parsePrompt(value[0], true);
     if (value.length > 0 && value.every((t) => Number.isInteger(t)))
       return { kind: 'tokens', tokens: value as number[] };
     if (value.length > 1 && value.every((t) => typeof t === 'string' || Array.isArray(t)))

@@ -7,7 +7,7 @@
  *   named     exactly that function, the output constrained to its parameters: the output is the arguments.
  * The constrained forms always parse; their schemas are refused with a 400 naming the keyword like a response format.
  */
-import { constraintGrammar, type OutputConstraint } from '../structured/grammar-cache.js';
+import { checkSchemaSize, constraintGrammar, type OutputConstraint } from '../structured/grammar-cache.js';
 import { checkJsonDepth, JSON_DEPTH_MAX } from '../structured/json-schema.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
@@ -93,10 +93,12 @@ export function toolConstraint(request: ToolRequest): OutputConstraint | undefin
     return constraint;
   }
   if (choice.kind !== 'required') return undefined;
+  const constraint: OutputConstraint = { kind: 'json_schema', schema: toolCallsSchema(tools, request.parallel) };
+  // the combined schema's size first (cheap), so that its bound also bounds the tools' own grammars built next
+  checkSchemaSize(constraint.schema, 'tools');
   tools.forEach((t, i) => {
     constraintGrammar({ kind: 'json_schema', schema: t.parameters }, `tools[${i}].function.parameters`);
   });
-  const constraint: OutputConstraint = { kind: 'json_schema', schema: toolCallsSchema(tools, request.parallel) };
   constraintGrammar(constraint, 'tools');
   return constraint;
 }

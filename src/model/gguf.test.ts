@@ -8,7 +8,7 @@ import { KvfenceError } from '../util/errors.js';
 import { readGguf, readGgufHeader } from './gguf-read.js';
 import { blockSize, GGML_TYPE_CODES, type GgufMetadata, type GgufTensor, type WeightDType } from './gguf-types.js';
 import { writeGguf } from './gguf-write.js';
-import { loadModel } from './load-model.js';
+import { loadModel, loadModelHead } from './load-model.js';
 import { decodeWeights, encodeWeights } from './quant.js';
 import { makeTestModel } from './test-model.js';
 
@@ -161,4 +161,29 @@ test('offsets past the end of the file, or into another tensor, are refused befo
     patched(BigInt(0)),
     new RegExp(`tensors (${first.name} and ${last.name}|${last.name} and ${first.name}) overlap`),
   );
+});
+
+test('a vocabulary size (and embedding) that disagrees with the token list is refused at load, as llama.cpp does', () => {
+  const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3 });
+  const extra = 88;
+  const tokens = model.tensors.find((t) => t.name === 'token_embd.weight')!.dims[1]!;
+  // the embedding and the output padded past the token list, as a hand-edited or badly converted file might be
+  const tensors = model.tensors.map((t) => {
+    if (t.name !== 'token_embd.weight' && t.name !== 'output.weight') return t;
+    const data = new Float32Array((t.data as Float32Array).length + extra * t.dims[0]!);
+    data.set(t.data as Float32Array);
+    return { ...t, data, dims: [t.dims[0]!, t.dims[1]! + extra] };
+  });
+  const meta = new Map(model.metadata);
+  meta.set('llama.vocab_size', { type: 'u32', value: tokens + extra });
+  const path = sampleFile('vocab.gguf', meta, tensors);
+  for (const load of [loadModel, loadModelHead]) {
+    assert.throws(
+      () => load(path),
+      (e: unknown) =>
+        e instanceof KvfenceError &&
+        e.code === 'invalid_model_file' &&
+        e.message.includes(`vocabulary size is ${tokens + extra} but the tokenizer has ${tokens} tokens`),
+    );
+  }
 });

@@ -1,7 +1,8 @@
 /** Loads a GGUF model file: validated config, weights bound to their roles, tokenizer and chat template. */
 import { allocateWeightArena } from '../compute/weight-arena.js';
+import { KvfenceError } from '../util/errors.js';
 import { readGguf, readGgufHeader } from './gguf-read.js';
-import { metaString } from './gguf-types.js';
+import { type GgufMetadata, metaString } from './gguf-types.js';
 import { type ModelConfig, modelConfigFromGguf } from './model-config.js';
 import { type Tokenizer, tokenizerFromGguf } from './tokenizer.js';
 import { bindWeights, type ModelWeights } from './weights.js';
@@ -25,10 +26,26 @@ export function loadModelHead(path: string): ModelHead {
   const metadata = readGgufHeader(path).metadata;
   return {
     path,
-    config: modelConfigFromGguf(metadata, path),
-    tokenizer: tokenizerFromGguf(metadata),
+    ...configAndTokenizer(metadata, path),
     chatTemplate: metaString(metadata, 'tokenizer.chat_template'),
   };
+}
+
+/**
+ * The config and the tokenizer, which must agree on the vocabulary (llama.cpp takes its size from the token list and
+ * refuses an embedding of another): a model whose `vocab_size` and embedding rows differ from its token list would
+ * pass ids the tokenizer cannot read, or refuse ids it can.
+ */
+function configAndTokenizer(metadata: GgufMetadata, path: string): { config: ModelConfig; tokenizer: Tokenizer } {
+  const config = modelConfigFromGguf(metadata, path);
+  const tokenizer = tokenizerFromGguf(metadata);
+  if (tokenizer.vocabSize !== config.vocabSize) {
+    throw new KvfenceError(
+      'invalid_model_file',
+      `${path}: the vocabulary size is ${config.vocabSize} but the tokenizer has ${tokenizer.vocabSize} tokens`,
+    );
+  }
+  return { config, tokenizer };
 }
 
 export function loadModel(path: string): LoadedModel {
@@ -38,8 +55,7 @@ export function loadModel(path: string): LoadedModel {
     hugePageBytes = arena.hugePageBytes;
     return arena.buffer;
   });
-  const config = modelConfigFromGguf(file.header.metadata, path);
-  const tokenizer = tokenizerFromGguf(file.header.metadata);
+  const { config, tokenizer } = configAndTokenizer(file.header.metadata, path);
   return {
     path,
     config,

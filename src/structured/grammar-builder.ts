@@ -148,6 +148,8 @@ function tooLarge(param: string): KvfenceError {
 
 /** Subset construction, rule by rule, into one global numbering of DFA and string states. */
 class Determinizer {
+  /** steps of the subset construction so far (NFA states and edges visited), against LIMITS.grammarWorkMax */
+  private work = 0;
   private readonly ranges: number[][] = []; // per DFA state: lo, hi, to, …
   private readonly calls: number[][] = []; // per DFA state: rule, return, …
   private readonly accepting: number[] = [];
@@ -194,13 +196,16 @@ class Determinizer {
     const seen = new Set<number>(states);
     const stack = [...seen];
     while (stack.length > 0) {
-      for (const next of this.epsEdges[stack.pop()!]!) {
+      const edges = this.epsEdges[stack.pop()!]!;
+      this.spend(1 + edges.length);
+      for (const next of edges) {
         if (!seen.has(next)) {
           seen.add(next);
           stack.push(next);
         }
       }
     }
+    this.spend(seen.size);
     return [...seen].sort((a, b) => a - b);
   }
 
@@ -208,6 +213,7 @@ class Determinizer {
     const ids = new Map<string, number>();
     const pending: { set: number[]; id: number }[] = [];
     const idOf = (set: number[]): number => {
+      this.spend(set.length);
       const key = set.join(',');
       let id = ids.get(key);
       if (id === undefined) {
@@ -240,6 +246,7 @@ class Determinizer {
   /** Bytes split at every range boundary of the set's edges; each segment's targets make one DFA edge. */
   private byteTransitions(set: number[], id: number, idOf: (set: number[]) => number): void {
     const cuts = new Set<number>([0, 256]);
+    this.spend(set.length);
     for (const s of set) {
       const e = this.byteEdges[s]!;
       for (let i = 0; i < e.length; i += 3) cuts.add(e[i]!).add(e[i + 1]! + 1);
@@ -249,6 +256,7 @@ class Determinizer {
     for (let p = 0; p + 1 < points.length; p++) {
       const lo = points[p]!;
       const targets: number[] = [];
+      this.spend(set.length);
       for (const s of set) {
         const e = this.byteEdges[s]!;
         for (let i = 0; i < e.length; i += 3) if (e[i]! <= lo && lo <= e[i + 1]!) targets.push(e[i + 2]!);
@@ -260,6 +268,23 @@ class Determinizer {
       if (n > 0 && out[n - 1] === to && out[n - 2]! + 1 === lo)
         out[n - 2] = hi; // merge with the previous range
       else out.push(lo, hi, to);
+    }
+  }
+
+  /**
+   * The construction's cost grows with how many branches stay open at once (an object of many optional properties,
+   * an anyOf of many objects), not only with the states it makes: bounded, so that a small schema cannot hold the
+   * gateway's event loop for seconds (DESIGN I11).
+   */
+  private spend(steps: number): void {
+    this.work += steps;
+    if (this.work > LIMITS.grammarWorkMax) {
+      throw new KvfenceError(
+        'invalid_request_error',
+        `${this.param}: the schema is too complex to compile (too many optional properties or anyOf branches open ` +
+          'at once); make more properties required or split it',
+        this.param,
+      );
     }
   }
 

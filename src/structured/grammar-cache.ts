@@ -19,11 +19,16 @@ export const SCHEMA_PARAM = 'response_format.json_schema.schema';
 /** The constraint's grammar, or a 400 KvfenceError naming what is not supported. No vocabulary needed. */
 export function constraintGrammar(constraint: OutputConstraint, param = SCHEMA_PARAM): Grammar {
   if (constraint.kind === 'json_object') return jsonObjectGrammar(param);
-  checkJsonDepth(constraint.schema, param);
-  const text = JSON.stringify(constraint.schema);
+  checkSchemaSize(constraint.schema, param);
+  return schemaGrammar(normalizeSchema(constraint.schema, param), param);
+}
+
+/** A schema's nesting and its size as JSON, both bounded before anything is built from it */
+export function checkSchemaSize(schema: unknown, param: string): void {
+  checkJsonDepth(schema, param);
+  const text = JSON.stringify(schema);
   if (text === undefined || Buffer.byteLength(text) > LIMITS.schemaBytesMax)
     throw new KvfenceError('invalid_request_error', `${param}: at most ${LIMITS.schemaBytesMax} bytes of JSON`, param);
-  return schemaGrammar(normalizeSchema(constraint.schema, param), param);
 }
 
 /** A worker's cache; its token index is built on the first response format (no cost for servers that never see one). */

@@ -54,6 +54,11 @@ export const LIMITS = {
   schemaArrayItemsMax: 1024,
   schemaStringLengthMax: 1 << 20,
   grammarStatesMax: 200_000,
+  /**
+   * steps of one grammar's subset construction (grammar-builder.ts): ~0.1–0.25 s of one core here at most; an object
+   * of ~100 optional properties takes 3M, the tests' and common schemas at most ~100k
+   */
+  grammarWorkMax: 4_000_000,
   grammarStacksMax: 64,
   grammarCacheEntriesMax: 64,
   // KV transfer (src/transfer): wire frames, tickets, waits

@@ -81,6 +81,14 @@ describe('the engine on its own thread', { timeout: 120_000 }, () => {
     assert.equal(json.running, 0);
   });
 
+  test('callers refreshing at once share one question to the engine thread', async () => {
+    // /health and /metrics are public: a client hammering them must not put a message between every two steps
+    const asks = Array.from({ length: 50 }, () => threaded.worker.refresh());
+    assert.equal(new Set(asks).size, 1, 'one round, however many callers');
+    await Promise.all(asks);
+    assert.notEqual(threaded.worker.refresh(), asks[0], 'the next round asks again');
+  });
+
   test('a client that goes away mid-stream is cancelled on the thread, and its pages come back', async () => {
     const gone = new AbortController();
     const response = await fetch(`${threaded.url}/v1/completions`, {

@@ -1,0 +1,27 @@
+// The completions prompt's forms (OpenAI's: a string, token ids, or a batch of one of either), and what is refused.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { KvfenceError } from '../util/errors.js';
+import { parseCompletionRequest } from './schemas.js';
+
+const prompt = (value: unknown) => parseCompletionRequest({ model: 'm', prompt: value }, 512).prompt;
+
+test('a prompt is a string, token ids, or a batch of one of either', () => {
+  assert.deepEqual(prompt('hi'), { kind: 'text', text: 'hi' });
+  assert.deepEqual(prompt(['hi']), { kind: 'text', text: 'hi' });
+  assert.deepEqual(prompt([1, 2, 3]), { kind: 'tokens', tokens: [1, 2, 3] });
+  assert.deepEqual(prompt([[1, 2, 3]]), { kind: 'tokens', tokens: [1, 2, 3] });
+});
+
+test('a prompt nested deeper than a batch is a 400, however deep (it overflowed the stack: a 500)', () => {
+  const refused = (value: unknown) =>
+    assert.throws(
+      () => prompt(value),
+      (e: unknown) => e instanceof KvfenceError && e.code === 'invalid_request_error' && e.param === 'prompt',
+    );
+  refused([[[1]]]);
+  refused([['hi']]);
+  let deep: unknown = [1];
+  for (let i = 0; i < 20_000; i++) deep = [deep];
+  refused(deep);
+});
