@@ -114,7 +114,7 @@ export class ColocatedWorker implements InferenceWorker {
     this.incidentListeners.push(listener);
   }
 
-  /** Stops stepping (requests are still accepted and queue up, their deadlines running): maintenance and tests. */
+  /** Stops stepping (requests are still accepted and queue up; queue deadlines are checked once it resumes). */
   pause(): void {
     this.runner.pause();
   }

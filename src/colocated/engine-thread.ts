@@ -148,7 +148,7 @@ export class EngineThread implements InferenceWorker {
     this.incidentListeners.push(listener);
   }
 
-  /** Stops stepping (requests still queue, their deadlines running): maintenance and tests. */
+  /** Stops stepping (requests still queue; queue deadlines are checked once it resumes): maintenance and tests. */
   pause(): void {
     this.post({ type: 'pause' });
   }

@@ -42,7 +42,10 @@ export class StepLoop<E> {
     });
   }
 
-  /** Stops stepping; requests still queue, their deadlines running (maintenance and tests). */
+  /**
+   * Stops stepping; requests still queue (maintenance and tests). Queue deadlines are checked when a step runs: a
+   * paused engine expires none, and the gateway's request deadline ends what waits too long meanwhile.
+   */
   pause(): void {
     this.paused = true;
   }
