@@ -34,8 +34,6 @@ export function parseJsonBody(body: Uint8Array): unknown {
 
 export class JsonBodyParser {
   private readonly calls: ThreadCalls<Uint8Array, unknown>;
-  /** each tenant's bodies on the thread now; a tenant leaves the map when its last is answered */
-  private readonly held = new Map<string, number>();
 
   constructor(timeoutMs: number) {
     this.calls = new ThreadCalls(
@@ -44,33 +42,23 @@ export class JsonBodyParser {
       {
         thread: 'the request body thread',
         busy: (n) => `${n} large request bodies are already being parsed`,
+        callerBusy: (n) =>
+          `${n} of your request bodies over ${INLINE_BYTES} bytes are already being parsed; ` +
+          'send the next when one is answered',
         slow: (ms) => `parsing the request body took longer than ${ms} ms`,
       },
       timeoutMs,
       QUEUE_MAX,
+      PER_TENANT_MAX,
     );
   }
 
   /** `tenant`'s `body`'s value; a large body is handed to the thread, so the caller must not use it afterwards. */
   async parse(body: Buffer, tenant: string): Promise<unknown> {
     if (body.length <= INLINE_BYTES) return parseJsonBody(body);
-    const held = this.held.get(tenant) ?? 0;
-    if (held >= PER_TENANT_MAX)
-      throw new KvfenceError(
-        'rate_limit_exceeded',
-        `${PER_TENANT_MAX} of your request bodies over ${INLINE_BYTES} bytes are already being parsed; ` +
-          'send the next when one is answered',
-      );
-    this.held.set(tenant, held + 1);
-    try {
-      // a body that owns its whole buffer moves to the thread; one sharing a pooled buffer is copied out first
-      const bytes = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : new Uint8Array(body);
-      return await this.calls.call(bytes, [bytes.buffer as ArrayBuffer]);
-    } finally {
-      const left = (this.held.get(tenant) ?? 1) - 1;
-      if (left === 0) this.held.delete(tenant);
-      else this.held.set(tenant, left);
-    }
+    // a body that owns its whole buffer moves to the thread; one sharing a pooled buffer is copied out first
+    const bytes = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : new Uint8Array(body);
+    return this.calls.call(bytes, tenant, [bytes.buffer as ArrayBuffer]);
   }
 
   close(): Promise<void> {

@@ -10,7 +10,6 @@
  * the thread bounds each tenant itself: at most PER_TENANT_MAX of one tenant's texts at a time (more: 429), and a
  * tenant sending long prompts in a loop cannot fill the queue and turn other tenants' prompts into 503s.
  */
-import { KvfenceError } from '../util/errors.js';
 import { ThreadCalls } from '../util/thread-calls.js';
 import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 
@@ -26,8 +25,6 @@ export interface EncodeCall {
 
 export class EncoderThread {
   private readonly calls: ThreadCalls<EncodeCall, number[]>;
-  /** each tenant's texts on the thread now; a tenant leaves the map when its last is answered */
-  private readonly held = new Map<string, number>();
 
   constructor(
     private readonly tokenizer: Tokenizer,
@@ -40,32 +37,21 @@ export class EncoderThread {
       {
         thread: 'the tokenizer thread',
         busy: (n) => `${n} long prompts are already being tokenized`,
+        callerBusy: (n) =>
+          `${n} of your prompts over ${INLINE_CHARS} characters are already being tokenized; ` +
+          'send the next when one is answered',
         slow: (ms) => `tokenizing the prompt took longer than ${ms} ms`,
       },
       timeoutMs,
       QUEUE_MAX,
+      PER_TENANT_MAX,
     );
   }
 
   /** `tenant`'s text's ids, as `tokenizer.encode` gives them; long texts are encoded on the thread. */
   async encode(text: string, options: EncodeOptions, tenant: string): Promise<number[]> {
     if (text.length <= INLINE_CHARS) return this.tokenizer.encode(text, options);
-    const held = this.held.get(tenant) ?? 0;
-    if (held >= PER_TENANT_MAX) {
-      throw new KvfenceError(
-        'rate_limit_exceeded',
-        `${PER_TENANT_MAX} of your prompts over ${INLINE_CHARS} characters are already being tokenized; ` +
-          'send the next when one is answered',
-      );
-    }
-    this.held.set(tenant, held + 1);
-    try {
-      return await this.calls.call({ text, options });
-    } finally {
-      const left = (this.held.get(tenant) ?? 1) - 1;
-      if (left === 0) this.held.delete(tenant);
-      else this.held.set(tenant, left);
-    }
+    return this.calls.call({ text, options }, tenant);
   }
 
   close(): Promise<void> {

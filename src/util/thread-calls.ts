@@ -3,7 +3,9 @@
  * bodies: DESIGN I11). Bounded: at most `queueMax` calls are on the thread, queued or running (more are refused at
  * once with 503), and each is answered within `timeoutMs` or refused with 503. A call refused for its time stays on
  * the thread until the thread has answered it, so it still counts: under sustained overload the thread's backlog is
- * bounded, not only the callers who still wait. An error the thread's handler throws comes back with its
+ * bounded, not only the callers who still wait. Each caller (a tenant) has at most `callerMax` calls waiting (more: 429
+ * at once), so one caller cannot fill the queue and turn others' calls into 503s. An error the thread's handler throws
+ * comes back with its
  * error code (a KvfenceError's, else internal_error); a thread that fails or exits fails every waiting call.
  */
 import { parentPort, Worker } from 'node:worker_threads';
@@ -14,10 +16,14 @@ type Reply<T> =
   | { readonly id: number; readonly value: T }
   | { readonly id: number; readonly code: string; readonly message: string };
 
-/** How refusals read to a client: `busy(queueMax)` when the queue is full, `slow(timeoutMs)` when a call timed out. */
+/**
+ * How refusals read to a client: `busy(queueMax)` when the queue is full, `callerBusy(callerMax)` when the caller has
+ * its most waiting, `slow(timeoutMs)` when a call timed out.
+ */
 export interface ThreadCallWords {
   thread: string;
   busy(queueMax: number): string;
+  callerBusy(callerMax: number): string;
   slow(timeoutMs: number): string;
 }
 
@@ -25,6 +31,7 @@ interface Pending<T> {
   resolve(value: T): void;
   reject(error: KvfenceError): void;
   timer: NodeJS.Timeout;
+  caller: string;
 }
 
 export class ThreadCalls<Request, Answer> {
@@ -32,6 +39,8 @@ export class ThreadCalls<Request, Answer> {
   private readonly pending = new Map<number, Pending<Answer>>();
   /** calls posted to the thread and not yet answered by it, whether or not their callers still wait */
   private onThread = 0;
+  /** each caller's calls still waiting; a caller leaves the map when its last is settled */
+  private readonly callers = new Map<string, number>();
   private nextId = 0;
   private broken: KvfenceError | undefined;
 
@@ -41,6 +50,7 @@ export class ThreadCalls<Request, Answer> {
     private readonly words: ThreadCallWords,
     private readonly timeoutMs: number,
     private readonly queueMax: number,
+    private readonly callerMax: number,
   ) {
     this.worker = new Worker(script, { workerData });
     this.worker.unref(); // never what keeps a process alive; close() ends it
@@ -57,9 +67,12 @@ export class ThreadCalls<Request, Answer> {
     this.worker.on('exit', () => fail('exited'));
   }
 
-  /** The thread's answer to `request`; `transfer` lists buffers moved to the thread, not copied. */
-  call(request: Request, transfer: ArrayBuffer[] = []): Promise<Answer> {
+  /** The thread's answer to `caller`'s `request`; `transfer` lists buffers moved to the thread, not copied. */
+  call(request: Request, caller: string, transfer: ArrayBuffer[] = []): Promise<Answer> {
     if (this.broken !== undefined) return Promise.reject(this.broken);
+    const held = this.callers.get(caller) ?? 0;
+    if (held >= this.callerMax)
+      return Promise.reject(new KvfenceError('rate_limit_exceeded', this.words.callerBusy(this.callerMax)));
     if (this.onThread >= this.queueMax)
       return Promise.reject(new KvfenceError('server_overloaded', this.words.busy(this.queueMax)));
     const id = this.nextId++;
@@ -67,8 +80,14 @@ export class ThreadCalls<Request, Answer> {
       const timer = setTimeout(() => {
         this.finish(id)?.reject(new KvfenceError('server_overloaded', this.words.slow(this.timeoutMs)));
       }, this.timeoutMs);
-      this.pending.set(id, { resolve, reject, timer });
-      this.worker.postMessage({ id, request }, transfer);
+      this.pending.set(id, { resolve, reject, timer, caller });
+      this.callers.set(caller, held + 1);
+      try {
+        this.worker.postMessage({ id, request }, transfer);
+      } catch (error) {
+        this.finish(id);
+        throw error;
+      }
       this.onThread++;
     });
   }
@@ -89,6 +108,9 @@ export class ThreadCalls<Request, Answer> {
     if (pending === undefined) return undefined;
     clearTimeout(pending.timer);
     this.pending.delete(id);
+    const left = (this.callers.get(pending.caller) ?? 1) - 1;
+    if (left === 0) this.callers.delete(pending.caller);
+    else this.callers.set(pending.caller, left);
     return pending;
   }
 }
