@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { tempDirectory } from '../../test/helpers/temp.js';
+import { until } from '../../test/transfer/harness.js';
 import { Supervisor } from './supervisor.js';
 import type { WorkerConfig } from './worker-config.js';
 
@@ -19,14 +20,6 @@ const alive = (pid: number) => {
     return false;
   }
 };
-
-async function until(what: string, check: () => boolean): Promise<void> {
-  const start = Date.now();
-  while (!check()) {
-    assert.ok(Date.now() - start < 10_000, `timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 test('close stops the children still starting, not only the ready ones', async () => {
   const dir = tempDirectory('kvfence-supervisor-');
@@ -47,12 +40,12 @@ test('close stops the children still starting, not only the ready ones', async (
   const starting = supervisor.start(config('starting'));
   starting.catch(() => {});
   await assert.rejects(supervisor.start(config('fails')), /exited during startup/);
-  await until('the starting worker to be up', () => existsSync(join(dir, 'starting.pid')));
+  await until('the starting worker to be up', () => existsSync(join(dir, 'starting.pid')), 10_000);
   // as a failed cluster startup does: close at once
   await supervisor.close();
   await assert.rejects(starting, /exited during startup/);
   for (const name of ['ready', 'starting']) {
     const pid = pidOf(name);
-    await until(`worker ${name} (pid ${pid}) to be gone`, () => !alive(pid));
+    await until(`worker ${name} (pid ${pid}) to be gone`, () => !alive(pid), 10_000);
   }
 });
