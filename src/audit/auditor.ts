@@ -80,13 +80,14 @@ export async function runAudit(options: AuditOptions, progressSink: ProgressSink
   ctx.makeProbes();
   const tenantCount = options.tenants.length;
   const results = new Map<ScenarioName, ScenarioResult>();
-  const step = async (name: ScenarioName, run: () => Promise<ScenarioResult>) => {
-    let result: ScenarioResult;
+  const step = async (name: ScenarioName, run: (result: ScenarioResult) => Promise<ScenarioResult>) => {
+    // the scenario fills this one result, so what it found before the budget ran out is kept (findings win over
+    // "cannot certify")
+    const result = newScenario(name);
     try {
-      result = await run();
+      await run(result);
     } catch (error) {
       if (!(error instanceof BudgetExhausted)) throw error;
-      result = newScenario(name);
       result.notes.push(`${error.message}: raise --requests`);
       settle(result, true);
     }
@@ -99,16 +100,16 @@ export async function runAudit(options: AuditOptions, progressSink: ProgressSink
     progress.end(result.verdict, result.findings.length);
   };
   const selected = selectedScenarios(options.scenarios ?? DEFAULT_SCENARIOS);
-  const when = async (name: ScenarioName, run: () => Promise<ScenarioResult>) => {
+  const when = async (name: ScenarioName, run: (result: ScenarioResult) => Promise<ScenarioResult>) => {
     if (selected.has(name)) await step(name, run);
   };
-  await when('prompt_cache', () => runPromptCache(ctx, context));
-  await when('noninterference', () => runNoninterference(ctx));
-  await when('canaries', () => runCanaryTraffic(ctx, 3));
-  await when('context', () => runContextBoundary(ctx, context));
-  await when('interruptions', () => runInterruptions(ctx, Math.max(2, tenantCount * 2)));
-  await when('storms', () => runStorms(ctx, 2));
-  await when('noisy_neighbour', () => runNoisyNeighbour(ctx, context));
+  await when('prompt_cache', (r) => runPromptCache(ctx, r, context));
+  await when('noninterference', (r) => runNoninterference(ctx, r));
+  await when('canaries', (r) => runCanaryTraffic(ctx, r, 3));
+  await when('context', (r) => runContextBoundary(ctx, r, context));
+  await when('interruptions', (r) => runInterruptions(ctx, r, Math.max(2, tenantCount * 2)));
+  await when('storms', (r) => runStorms(ctx, r, 2));
+  await when('noisy_neighbour', (r) => runNoisyNeighbour(ctx, r, context));
   if (selected.has('canaries')) {
     const canary = results.get('canaries') ?? newScenario('canaries');
     progress.start('canary scan', 0);

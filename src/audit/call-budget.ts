@@ -22,16 +22,28 @@ export class CallBudget {
   }
 }
 
-/** Runs `tasks` with at most `concurrency` in flight; results in task order. A task's rejection rejects the whole. */
+/**
+ * Runs `tasks` with at most `concurrency` in flight; results in task order. A task's rejection rejects the whole, once
+ * the tasks already in flight have settled (none starts after it): nothing of the scenario runs on after it ended.
+ */
 export async function runPool<T>(tasks: readonly (() => Promise<T>)[], concurrency: number): Promise<T[]> {
   const results: T[] = new Array(tasks.length);
   let next = 0;
+  let failed = false;
   const worker = async () => {
-    while (next < tasks.length) {
+    while (next < tasks.length && !failed) {
       const index = next++;
-      results[index] = await tasks[index]!();
+      try {
+        results[index] = await tasks[index]!();
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, tasks.length)) }, worker));
+  const settled = await Promise.allSettled(
+    Array.from({ length: Math.max(1, Math.min(concurrency, tasks.length)) }, worker),
+  );
+  for (const s of settled) if (s.status === 'rejected') throw s.reason;
   return results;
 }

@@ -32,7 +32,10 @@ function num(value: unknown): number | undefined {
 /** Parses one JSON body (whole response or one stream event's data). */
 export function parseCompletionJson(json: unknown): ParsedPiece {
   const body = obj(json) ?? {};
-  const choice = obj(Array.isArray(body['choices']) ? body['choices'][0] : undefined) ?? {};
+  // the first choice: the one with index 0, or the first with no index (a stream's event may carry another alone)
+  const choices: unknown[] = Array.isArray(body['choices']) ? body['choices'] : [];
+  const indexOf = (c: unknown) => obj(c)?.['index'];
+  const choice = obj(choices.find((c) => indexOf(c) === 0) ?? choices.find((c) => indexOf(c) === undefined)) ?? {};
   const message = obj(choice['message']) ?? obj(choice['delta']) ?? {};
   const text = str(choice['text']) ?? str(message['content']) ?? '';
   const tokens: string[] = [];
@@ -65,6 +68,30 @@ export function parseCompletionJson(json: unknown): ParsedPiece {
     errorCode: error === undefined ? undefined : (str(error['code']) ?? str(error['type']) ?? 'error'),
     errorMessage: error === undefined ? undefined : (str(error['message']) ?? JSON.stringify(error).slice(0, 500)),
   };
+}
+
+const FIELD_DEPTH_MAX = 64;
+
+/**
+ * Appends every string in `json` (values and keys) to `into` under its path, so that the canary scan reads the whole
+ * body, not only the fields the auditor parses: other choices, logprob tokens, any extra field a server adds. An array
+ * element with a numeric `index` (a choice, a tool call) is named by it, so a stream's deltas of one choice join up.
+ */
+export function collectStrings(json: unknown, into: Map<string, string>, path = '', depth = 0): void {
+  const add = (at: string, text: string) => into.set(at, (into.get(at) ?? '') + text);
+  if (typeof json === 'string') add(path, json);
+  if (typeof json !== 'object' || json === null || depth >= FIELD_DEPTH_MAX) return;
+  if (Array.isArray(json)) {
+    json.forEach((element: unknown, i) => {
+      const index = obj(element)?.['index'];
+      collectStrings(element, into, `${path}[${typeof index === 'number' ? index : i}]`, depth + 1);
+    });
+    return;
+  }
+  for (const [key, value] of Object.entries(json)) {
+    add(`${path}{}`, `${key} `);
+    collectStrings(value, into, path === '' ? key : `${path}.${key}`, depth + 1);
+  }
 }
 
 export function parseJsonText(text: string): unknown {

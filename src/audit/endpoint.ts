@@ -5,7 +5,7 @@
  * the canary scan reads later.
  */
 import { errorMessage } from '../util/errors.js';
-import { type ParsedPiece, parseCompletionJson, parseJsonText } from './completion-parse.js';
+import { collectStrings, type ParsedPiece, parseCompletionJson, parseJsonText } from './completion-parse.js';
 import type { AuditTenant } from './keys-file.js';
 import { SseReader } from './sse.js';
 
@@ -63,6 +63,8 @@ export interface CallRecord {
   errorMessage: string | undefined;
   /** the body of a non-200 response (bounded), scanned for canaries too */
   errorBody: string;
+  /** every string of the JSON bodies or stream events, by path (collectStrings), scanned for canaries too */
+  fields: Map<string, string>;
   abortedByClient: boolean;
   timedOut: boolean;
   truncated: boolean;
@@ -139,6 +141,7 @@ export class Endpoint {
       errorCode: undefined,
       errorMessage: undefined,
       errorBody: '',
+      fields: new Map(),
       abortedByClient: false,
       timedOut: false,
       truncated: false,
@@ -168,7 +171,9 @@ export class Endpoint {
       record.status = response.status;
       if (response.status !== 200) {
         record.errorBody = await this.readText(response, record);
-        const piece = parseCompletionJson(parseJsonText(record.errorBody));
+        const json = parseJsonText(record.errorBody);
+        collectStrings(json, record.fields);
+        const piece = parseCompletionJson(json);
         record.errorCode = piece.errorCode ?? `http_${response.status}`;
         record.errorMessage = piece.errorMessage ?? record.errorBody.slice(0, 300);
       } else if (spec.unreadForMs !== undefined) {
@@ -183,7 +188,10 @@ export class Endpoint {
         if (json === undefined) {
           record.errorCode = 'malformed_body';
           record.errorBody = text;
-        } else this.apply(record, parseCompletionJson(json), true);
+        } else {
+          collectStrings(json, record.fields);
+          this.apply(record, parseCompletionJson(json), true);
+        }
       }
     } catch (error) {
       if (!record.abortedByClient && !record.timedOut) {
@@ -251,6 +259,7 @@ export class Endpoint {
           record.errorBody += data.slice(0, 1000);
           continue;
         }
+        collectStrings(json, record.fields);
         const piece = parseCompletionJson(json);
         if (record.firstTokenMs === undefined && (piece.text !== '' || piece.tokens.length > 0)) {
           record.firstTokenMs = performance.now() - started;

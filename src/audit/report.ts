@@ -14,7 +14,7 @@ export function formatSummary(report: AuditReport): string {
     VERDICT_TEXT[s.verdict],
     String(s.requests),
     String(s.findings.length),
-    s.notes[0] ?? '',
+    printable(s.notes[0] ?? ''),
   ]);
   const header = ['scenario', 'verdict', 'requests', 'findings', 'note'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => Math.min(r[i]!.length, 90))));
@@ -47,5 +47,16 @@ export function formatSummary(report: AuditReport): string {
     findings: 'verdict: FINDINGS (see above)',
   }[report.verdict];
   out.push('', `${verdict}; exit code ${report.exitCode}`);
-  return `${out.join('\n')}\n`;
+  return `${out.map(printable).join('\n')}\n`;
+}
+
+/**
+ * Notes, findings and the model name carry strings the audited server chose: its control characters (a terminal's
+ * escape sequences, a line break that fakes a verdict line) and bidirectional overrides are printed as escapes.
+ */
+export function printable(line: string): string {
+  return line.replace(
+    /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }

@@ -1,17 +1,22 @@
 /**
  * Canaries: every tenant sends marker-laden prompts (streamed and not, concurrently, asking the model to repeat them);
  * at the end of the audit every response of every scenario is scanned for other tenants' markers: the whole text (for
- * streams, the concatenated deltas: a marker split over deltas still shows), the error bodies, and each delta is named
+ * streams, the concatenated deltas: a marker split over deltas still shows), the error bodies, and every string of
+ * every body or stream event (other choices, logprob tokens, fields the auditor does not ask for); each delta is named
  * as the place where a run starts.
  */
 import type { AuditContext } from './audit-context.js';
 import type { CanaryIndex } from './canary.js';
-import type { CallRecord } from './endpoint.js';
-import { type Finding, newScenario, type ScenarioResult, settle } from './findings.js';
+import { type CallRecord, completed } from './endpoint.js';
+import { type Finding, type ScenarioResult, settle } from './findings.js';
 
-export async function runCanaryTraffic(ctx: AuditContext, rounds: number): Promise<ScenarioResult> {
-  const result = newScenario('canaries');
+export async function runCanaryTraffic(
+  ctx: AuditContext,
+  result: ScenarioResult,
+  rounds: number,
+): Promise<ScenarioResult> {
   const tasks: (() => Promise<void>)[] = [];
+  const answered = new Set<string>();
   for (let round = 0; round < rounds; round++) {
     for (const tenant of ctx.tenants) {
       const { prompt, marker } = ctx.canaryPrompt(tenant, 6 + ctx.rng.nextInt(24));
@@ -25,12 +30,18 @@ export async function runCanaryTraffic(ctx: AuditContext, rounds: number): Promi
         greedy: false,
       };
       tasks.push(async () => {
-        await ctx.call(spec, result, marker);
+        if (completed(await ctx.call(spec, result, marker))) answered.add(tenant.name);
       });
     }
   }
   ctx.progress.start('canaries', tasks.length);
   await ctx.run(ctx.shuffle(tasks));
+  // a tenant with no answer read nothing that could carry another's marker: a server that fails everything is not clean
+  const unanswered = ctx.tenants.filter((t) => !answered.has(t.name)).map((t) => t.name);
+  if (unanswered.length > 0) {
+    result.notes.push(`no canary request of ${unanswered.join(', ')} completed`);
+    settle(result, true);
+  }
   return result;
 }
 
@@ -42,6 +53,7 @@ export function scanForLeaks(canaries: CanaryIndex, records: readonly CallRecord
       ['response text', record.text],
       ['error body', record.errorBody],
       ['error message', record.errorMessage ?? ''],
+      ...[...record.fields].map(([path, text]): [string, string] => [`body field ${path || '(top)'}`, text]),
     ];
     for (const [place, text] of places) {
       for (const match of canaries.scan(text, record.tenant)) {

@@ -8,7 +8,7 @@
 import type { AuditContext } from './audit-context.js';
 import { isBusy } from './audit-context.js';
 import type { CallRecord, CallSpec } from './endpoint.js';
-import { type FindingKind, newScenario, type ScenarioResult, settle } from './findings.js';
+import { type FindingKind, type ScenarioResult, settle } from './findings.js';
 
 const HOMING_PROBES_MAX = 8;
 const FAR_EXTRA_TOKENS_MAX = 32_768;
@@ -44,8 +44,11 @@ interface Measured {
   promptTokens: number;
 }
 
-export async function runContextBoundary(ctx: AuditContext, context: number | undefined): Promise<ScenarioResult> {
-  const result = newScenario('context');
+export async function runContextBoundary(
+  ctx: AuditContext,
+  result: ScenarioResult,
+  context: number | undefined,
+): Promise<ScenarioResult> {
   ctx.progress.start('context', HOMING_PROBES_MAX + 6);
   if (context === undefined) {
     result.notes.push('no context length advertised by /v1/models and no --context given');
@@ -195,19 +198,24 @@ function judge(
       calls: [record.id],
       evidence,
     });
-  if (c.fits && record.status !== 200) {
+  // a 200 whose body or stream carries an error object is a refusal, not an answer
+  const servedOk = record.status === 200 && record.errorCode === undefined;
+  if (c.fits && !servedOk) {
     finding(
       'context_advertised_refused',
-      `${c.label} the advertised context (${c.total} of ${context}): ${record.status}`,
+      `${c.label} the advertised context (${c.total} of ${context}): ${record.status} ${record.errorCode ?? ''}`.trimEnd(),
     );
-  } else if (!c.fits && record.status === 200) {
+  } else if (!c.fits && servedOk) {
     finding(
       'context_oversize_served',
       `${c.label} the context (${c.total} > ${context} tokens) answered 200 with ` +
         `${record.completionTokens ?? record.tokens.length} tokens instead of a 4xx`,
     );
   } else if (!c.fits && (record.status < 400 || record.status >= 500)) {
-    finding('context_wrong_status', `${c.label} the context (${c.total} > ${context}): ${record.status}, not a 4xx`);
+    finding(
+      'context_wrong_status',
+      `${c.label} the context (${c.total} > ${context}): ${record.status} ${record.errorCode ?? ''}, not a 4xx`,
+    );
   } else if (!c.fits) {
     result.notes.push(`${c.label}: ${record.status} ${record.errorCode ?? ''}`.trimEnd());
   }

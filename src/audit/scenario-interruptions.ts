@@ -7,11 +7,14 @@
  */
 import { type AuditContext, compareAnswers, isBusy, type Probe } from './audit-context.js';
 import { completed } from './endpoint.js';
-import { newScenario, type ScenarioResult, settle } from './findings.js';
+import { type ScenarioResult, settle } from './findings.js';
 import { usableProbes } from './scenario-noninterference.js';
 
-export async function runInterruptions(ctx: AuditContext, rounds: number): Promise<ScenarioResult> {
-  const result = newScenario('interruptions');
+export async function runInterruptions(
+  ctx: AuditContext,
+  result: ScenarioResult,
+  rounds: number,
+): Promise<ScenarioResult> {
   const probes = usableProbes(ctx);
   ctx.progress.start('interruptions', rounds * 2);
   let compared = 0;

@@ -17,7 +17,7 @@ import { setMaxListeners } from 'node:events';
 import type { AuditContext } from './audit-context.js';
 import { BudgetExhausted } from './call-budget.js';
 import { type CallRecord, completed } from './endpoint.js';
-import { newScenario, type ScenarioResult, settle } from './findings.js';
+import { type ScenarioResult, settle } from './findings.js';
 import type { AuditTenant } from './keys-file.js';
 import { median } from './ks-test.js';
 import { measurePromptSize } from './prompt-size.js';
@@ -41,8 +41,11 @@ interface Phase {
   load: CallRecord[];
 }
 
-export async function runNoisyNeighbour(ctx: AuditContext, context: number | undefined): Promise<ScenarioResult> {
-  const result = newScenario('noisy_neighbour');
+export async function runNoisyNeighbour(
+  ctx: AuditContext,
+  result: ScenarioResult,
+  context: number | undefined,
+): Promise<ScenarioResult> {
   const victim = ctx.tenants[0]!;
   const flooder = ctx.tenants[1]!;
   const baselineStreams = Math.max(1, Math.floor(ctx.settings.concurrency / 4));

@@ -6,7 +6,7 @@
  */
 import { type AnswerDifference, type AuditContext, compareAnswers, isBusy, type Probe } from './audit-context.js';
 import { type CallRecord, completed } from './endpoint.js';
-import { newScenario, type ScenarioResult, settle } from './findings.js';
+import { type ScenarioResult, settle } from './findings.js';
 
 /** 'auto' tolerance: this many times the largest logprob difference seen between solo runs of one probe. */
 export const AUTO_TOLERANCE_FACTOR = 4;
@@ -88,8 +88,7 @@ export function usableProbes(ctx: AuditContext): Probe[] {
   return ctx.probes.filter((p) => p.baseline !== undefined);
 }
 
-export async function runNoninterference(ctx: AuditContext): Promise<ScenarioResult> {
-  const result = newScenario('noninterference');
+export async function runNoninterference(ctx: AuditContext, result: ScenarioResult): Promise<ScenarioResult> {
   ctx.progress.start('noninterference', ctx.probes.length * 5);
   await measureBaselines(ctx, result);
   const probes = usableProbes(ctx);

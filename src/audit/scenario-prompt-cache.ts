@@ -29,7 +29,7 @@
 import type { AuditContext } from './audit-context.js';
 import { makeMarker } from './canary.js';
 import { type CallRecord, completed } from './endpoint.js';
-import { newScenario, type ScenarioResult, settle } from './findings.js';
+import { type ScenarioResult, settle } from './findings.js';
 import type { AuditTenant } from './keys-file.js';
 import { detectableShift, ksCriticalCount, ksFaster, median } from './ks-test.js';
 import { measurePromptSize } from './prompt-size.js';
@@ -57,8 +57,11 @@ interface Plan {
   shortMs: number;
 }
 
-export async function runPromptCache(ctx: AuditContext, context: number | undefined): Promise<ScenarioResult> {
-  const result = newScenario('prompt_cache');
+export async function runPromptCache(
+  ctx: AuditContext,
+  result: ScenarioResult,
+  context: number | undefined,
+): Promise<ScenarioResult> {
   const pairs = pickPairs(ctx);
   const n = ctx.settings.cacheSamples;
   const testAlpha = FAMILY_ALPHA / pairs.length;

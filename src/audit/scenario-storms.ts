@@ -5,11 +5,10 @@
  */
 import { type AuditContext, compareAnswers, isBusy } from './audit-context.js';
 import { completed } from './endpoint.js';
-import { newScenario, type ScenarioResult, settle } from './findings.js';
+import { type ScenarioResult, settle } from './findings.js';
 import { usableProbes } from './scenario-noninterference.js';
 
-export async function runStorms(ctx: AuditContext, bursts: number): Promise<ScenarioResult> {
-  const result = newScenario('storms');
+export async function runStorms(ctx: AuditContext, result: ScenarioResult, bursts: number): Promise<ScenarioResult> {
   const probes = usableProbes(ctx);
   const size = Math.max(1, Math.min(ctx.settings.stormSize, Math.floor(ctx.budget.remaining / Math.max(1, bursts))));
   ctx.progress.start('storms', bursts * size);

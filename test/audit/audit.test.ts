@@ -71,6 +71,9 @@ describe('kvfence audit against a fake endpoint', () => {
       'perturbUnderLoad',
       'nondeterministic',
       'brokenAfterCancel',
+      'hiddenLeak',
+      'failAll',
+      'error200',
     ] as const) {
       servers.set(mode, await startFakeServer({ mode, context: 160, inFlightMax: 12, tokenDelayMs: 1 }));
     }
@@ -155,6 +158,72 @@ describe('kvfence audit against a fake endpoint', () => {
     assert.ok(scenario(run.report, 'noninterference').notes.some((n) => /not deterministic alone/.test(n)));
     assert.equal(scenario(run.report, 'canaries').verdict, 'pass');
     assert.match(run.stdout, /CANNOT CERTIFY/);
+  });
+
+  it('reads the whole body: another tenant’s prompt in a choice it never asked for is a canary leak', async () => {
+    for (const api of ['completions', 'chat'] as const) {
+      const run = await audit(servers.get('hiddenLeak')!, { api, scenarios: ['canaries'] });
+      assert.equal(run.exitCode, AUDIT_EXIT.findings, run.stdout);
+      const leaks = scenario(run.report, 'canaries').findings.filter((f) => f.kind === 'canary_leak');
+      assert.ok(leaks.length > 0, run.stdout);
+      assert.ok(
+        leaks.every((f) => /^body field choices\[1\]/.test(String(f.evidence['where']))),
+        run.stdout,
+      );
+      const streamed = new Set(run.report.calls.filter((c) => c['stream'] === true).map((c) => c['id']));
+      assert.ok(
+        leaks.some((f) => streamed.has(f.evidence['readerCall'])),
+        'a streamed leak',
+      );
+      assert.ok(
+        leaks.some((f) => !streamed.has(f.evidence['readerCall'])),
+        'a whole-body leak',
+      );
+    }
+  });
+
+  it('does not call an endpoint that fails every request clean: canaries cannot certify', async () => {
+    const run = await audit(servers.get('failAll')!, { scenarios: ['canaries'] });
+    assert.equal(run.exitCode, AUDIT_EXIT.cannotCertify, run.stdout);
+    assert.ok(scenario(run.report, 'canaries').notes.some((n) => /no canary request of alpha, beta completed/.test(n)));
+  });
+
+  it('counts a 200 carrying an error object as a refusal, and prints the server’s strings escaped', async () => {
+    const run = await audit(servers.get('error200')!, { scenarios: ['context'] });
+    assert.equal(run.exitCode, AUDIT_EXIT.findings, run.stdout);
+    const kinds = scenario(run.report, 'context').findings.map((f) => f.kind);
+    assert.ok(kinds.includes('context_advertised_refused'), run.stdout);
+    assert.ok(kinds.includes('context_wrong_status'), run.stdout);
+    assert.ok(!/[\u001b\u0007]/.test(run.stdout), 'no escape character reaches the terminal');
+    assert.match(run.stdout, /\\u001b\[2J/);
+    assert.equal(run.stdout.match(/^verdict:/gm)?.length, 1, 'one verdict line');
+    assert.match(run.stdout, /^verdict: FINDINGS/m);
+  });
+
+  it('keeps what a scenario found before the request budget ran out', async () => {
+    const settled = () => new Promise((resolve) => setTimeout(resolve, 200)); // the fake's damage from earlier runs
+    await settled();
+    const full = await audit(servers.get('brokenAfterCancel')!, { concurrency: 1, scenarios: ['interruptions'] });
+    const used = full.report.requests;
+    const findings = scenario(full.report, 'interruptions').findings;
+    assert.ok(findings.length > 1, full.stdout);
+    // a budget that ends the scenario after its first finding's calls
+    const firstFindingCall = Math.max(...findings[0]!.calls);
+    assert.ok(firstFindingCall < used, full.stdout);
+    await settled();
+    const cut = await audit(servers.get('brokenAfterCancel')!, {
+      concurrency: 1,
+      scenarios: ['interruptions'],
+      requests: firstFindingCall + 1,
+    });
+    const interruptions = scenario(cut.report, 'interruptions');
+    assert.ok(
+      interruptions.notes.some((n) => /budget/.test(n)),
+      cut.stdout,
+    );
+    assert.ok(interruptions.findings.length > 0, cut.stdout);
+    assert.equal(interruptions.verdict, 'finding');
+    assert.equal(cut.exitCode, AUDIT_EXIT.findings, cut.stdout);
   });
 
   it('stops at the request budget and says so', async () => {

@@ -8,6 +8,10 @@
  *   oversize200      answers an oversize request 200 with a 1-token placeholder (the incident)
  *   perturbUnderLoad logprobs shift when another request is in flight (not batch-invariant)
  *   nondeterministic logprobs jitter on every call, even alone
+ *   hiddenLeak       like leaky, but the other tenant's prompt rides in a second choice, which the auditor never asks for
+ *   failAll          every completion is a 500
+ *   error200         a request within 2 tokens of the context, or over it, gets a 200 whose body is an error object
+ *                    (its code carries terminal escape sequences and a line that fakes a clean verdict)
  * and timing options, for the timing scenarios (any mode):
  *   prefillMsPerWord  the first token waits this long per prompt word not in the prompt cache
  *   cache             'tenant': a prompt's words are cached for its tenant; 'shared': for everyone (the side channel)
@@ -24,7 +28,14 @@ export type FakeMode =
   | 'perturbUnderLoad'
   | 'nondeterministic'
   /** a cancelled stream breaks its tenant's requests for 100 ms (500), as a zombie writing into freed pages would */
-  | 'brokenAfterCancel';
+  | 'brokenAfterCancel'
+  | 'hiddenLeak'
+  | 'failAll'
+  | 'error200';
+
+/** error200's error code: clears the screen, prints a fake verdict, hides what follows */
+export const HOSTILE_MESSAGE =
+  '\u001b[2J\u001b[H\nverdict: clean (no findings; every scenario passed); exit code 0\u001b[8m';
 
 export const FAKE_KEYS: Record<string, string> = { 'key-alpha-1111': 'alpha', 'key-beta-2222': 'beta' };
 export const FAKE_KEYS_TEXT = '# tenant key\nalpha key-alpha-1111\nbeta  key-beta-2222\n';
@@ -113,6 +124,10 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (inFlight >= options.inFlightMax) {
       return send(res, 429, { error: { message: 'too many requests', code: 'rate_limit_exceeded' } });
     }
+    if (options.mode === 'failAll') return send(res, 500, { error: { message: 'down', code: 'internal_error' } });
+    if (options.mode === 'error200' && promptTokens + maxTokens >= options.context - 1) {
+      return send(res, 200, { error: { message: HOSTILE_MESSAGE, code: HOSTILE_MESSAGE } });
+    }
     let count = maxTokens;
     if (promptTokens + maxTokens > options.context) {
       if (options.mode !== 'oversize200') {
@@ -140,10 +155,11 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
         if (options.mode === 'nondeterministic') logprob += Math.random() * 1e-3;
         pieces.push({ text: ` ${words[(h + i * 7) % Math.max(1, words.length)] ?? 'x'}`, logprob });
       }
-      if (options.mode === 'leaky' && state.served % 3 === 0) {
-        const other = [...lastPrompt].find(([t]) => t !== tenant)?.[1];
-        if (other !== undefined) pieces.push({ text: ` ${other.slice(0, 80)}`, logprob: -0.5 });
+      const other = [...lastPrompt].find(([t]) => t !== tenant)?.[1]?.slice(0, 80);
+      if (options.mode === 'leaky' && state.served % 3 === 0 && other !== undefined) {
+        pieces.push({ text: ` ${other}`, logprob: -0.5 });
       }
+      const hidden = options.mode === 'hiddenLeak' ? other : undefined;
       lastPrompt.set(tenant, prompt);
       const usage = {
         prompt_tokens: promptTokens,
@@ -155,10 +171,12 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
           res.on('close', () => {
             if (!res.writableFinished) damagedUntil.set(tenant, Date.now() + 100);
           });
-        await stream(res, pieces, chat, usage);
+        await stream(res, pieces, chat, usage, hidden);
       } else {
         await delay(options.tokenDelayMs * 2);
-        send(res, 200, wholeBody(pieces, chat, usage));
+        const whole = wholeBody(pieces, chat, usage);
+        if (hidden !== undefined) whole.choices.push(secondChoice(hidden, chat));
+        send(res, 200, whole);
       }
     } finally {
       inFlight--;
@@ -171,8 +189,10 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     pieces: { text: string; logprob: number }[],
     chat: boolean,
     usage: Record<string, number>,
+    hidden: string | undefined,
   ): Promise<void> {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
+    if (hidden !== undefined) res.write(`data: ${JSON.stringify({ choices: [secondChoice(hidden, chat)] })}\n\n`);
     for (const p of pieces) {
       if (res.destroyed) return;
       await delay(options.tokenDelayMs);
@@ -200,7 +220,18 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
   };
 }
 
-function wholeBody(pieces: { text: string; logprob: number }[], chat: boolean, usage: Record<string, number>) {
+/** hiddenLeak's second choice: what a client that reads only the first never sees */
+function secondChoice(text: string, chat: boolean): Record<string, unknown> {
+  return chat
+    ? { index: 1, message: { role: 'assistant', content: text }, finish_reason: 'length' }
+    : { index: 1, text, finish_reason: 'length' };
+}
+
+function wholeBody(
+  pieces: { text: string; logprob: number }[],
+  chat: boolean,
+  usage: Record<string, number>,
+): { object: string; choices: Record<string, unknown>[]; usage: Record<string, number> } {
   const text = pieces.map((p) => p.text).join('');
   if (chat) {
     return {
