@@ -119,6 +119,14 @@ test('runningMax bounds the number admitted, counting those already running', ()
   assert.deepEqual(pickAdmissions(queue, room(50, {}, 3, 3)), []);
 });
 
+test('a tenant at its quota waits without holding others, even when it asks for more slots than are free', () => {
+  // a holds its whole quota and asks for 4 slots (n = 4) with 3 free: it waits on its quota; b passes it
+  const queue: Candidate[] = [{ ...candidate('a2', 4, 10), slots: 4 }, candidate('b1', 1)];
+  assert.deepEqual(names(pickAdmissions(queue, room(100, { a: 10 }, 4, 1))), ['b1']);
+  // within its quota the same request stops the pass: the batch has no room for it yet
+  assert.deepEqual(names(pickAdmissions(queue, room(100, { a: 0 }, 4, 1))), []);
+});
+
 test('pages admitted in the same pass count against the tenant quota and the free pages', () => {
   // a's quota is 5 and it holds 1: a1 (2) fits, a2 (2) fits (1+2+2 = 5), a3 (1) does not (6)
   const quota = [candidate('a1', 2, 5), candidate('a2', 2, 5), candidate('a3', 1, 5), candidate('b1', 1)];

@@ -116,7 +116,6 @@ export function pickAdmissions<T extends AdmissionCandidate>(waiting: readonly T
   let running = room.running;
   for (const candidate of waiting) {
     const slots = candidate.slots ?? 1;
-    if (running + slots > room.runningMax) break;
     const { tenant, pagesNeeded } = candidate;
     if (waitingTenants.has(tenant)) continue;
     const held = room.pagesOfTenant(tenant) + (added.get(tenant) ?? 0);
@@ -124,6 +123,9 @@ export function pickAdmissions<T extends AdmissionCandidate>(waiting: readonly T
       waitingTenants.add(tenant); // keeps the tenant's own order: its later requests do not pass this one
       continue;
     }
+    // only a request its tenant's quota lets through holds up those behind it (for slots or pages): one that waits on
+    // its own tenant never does, however many slots it wants
+    if (running + slots > room.runningMax) break;
     if (pagesNeeded > free) break;
     free -= pagesNeeded;
     running += slots;

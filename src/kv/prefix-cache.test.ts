@@ -149,6 +149,19 @@ test('a chain is evicted from its tail: a prompt longer than the budget keeps a 
   assert.equal(cache.attach(newPageTable({ tenant: 'a', request: 'a4' }), cache.keysOf('a', long), 3).length, 1);
 });
 
+test('extending a cached chain never evicts its own head: the older chain gives way', () => {
+  const { pool, cache } = setup(2);
+  const head = PROMPT.slice(0, 5); // one whole page: the chain's head
+  cache.publish(computed(pool, 'a', 'a1', head), cache.keysOf('a', head));
+  const other = [20, 21, 22, 23, 24];
+  cache.publish(computed(pool, 'a', 'a2', other), cache.keysOf('a', other)); // more recent than the head
+  // a request that attached nothing (admitted before the head was cached) publishes the head again and a second page
+  cache.publish(computed(pool, 'a', 'a3', PROMPT), cache.keysOf('a', PROMPT));
+  const hits = cache.attach(newPageTable({ tenant: 'a', request: 'a4' }), cache.keysOf('a', PROMPT), 2);
+  assert.equal(hits.length, 2, 'both pages of the extended chain are reachable');
+  assert.equal(cache.attach(newPageTable({ tenant: 'a', request: 'a5' }), cache.keysOf('a', other), 1).length, 0);
+});
+
 test('a publish whose table fails its I3 check takes no page', () => {
   const { pool, cache } = setup(4);
   const table = computed(pool, 'a', 'a1', PROMPT);

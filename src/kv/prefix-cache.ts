@@ -140,7 +140,13 @@ export class PrefixCache {
     try {
       for (let i = table.sharedPages; i < keys.length; i++) {
         const key = keys[i]!;
-        if (this.index.has(key)) continue;
+        const present = this.index.get(key);
+        if (present !== undefined) {
+          // pinned and touched like a new entry: extending a chain never evicts its own head to make room
+          present.refs++;
+          added.push(present);
+          continue;
+        }
         if (this.pagesOf(tenant) >= this.pagesPerTenant && !this.evictOne(tenant)) break;
         const reservation = this.pool.reserve(sharedOwner(tenant), 1);
         if (reservation === undefined) break;
