@@ -27,6 +27,7 @@ test('every message survives a round trip, the nonce bytes included', () => {
         pageSize: 16,
         provenContext: 256,
         transferAddress: '127.0.0.1:7202',
+        endChoice: true,
       },
     },
     { type: 'reserve', request },
@@ -53,6 +54,7 @@ test('every message survives a round trip, the nonce bytes included', () => {
     },
     { type: 'end', request: 'cmpl-1', end: { kind: 'failed', code: 'context_length_exceeded', message: 'too long' } },
     { type: 'cancel', request: 'cmpl-1' },
+    { type: 'end_choice', request: 'cmpl-1', choice: 2 },
     { type: 'stats', id: 3 },
   ];
   for (const m of messages) assert.deepEqual(decodeControl(encodeControl(m)), m);

@@ -7,6 +7,9 @@
  *   gateway → worker   reserve(request)              decode: reserve pages, answer reserved(ticket) or end(failed)
  *                      prefill(request, ticket, to)  prefill: compute, push the KV to `to`, answer prefilled or end(failed)
  *                      cancel(request)               both: drop it, free and scrub its pages; no answer
+ *                      end_choice(request, choice)   decode, n > 1: stop generating that answer (a stop sequence
+ *                                                    ended it), free its own pages; sent only to a worker whose
+ *                                                    hello says `endChoice` (an older one would refuse the type)
  *                      stats(id)                     both: answer stats(id, …)
  *                      page_map(id)                  both: answer page_map(id, report): the pool's page map for
  *                                                    the dashboard (states and tenants only, bounded: page-map.ts)
@@ -56,6 +59,8 @@ export interface WorkerHello {
   transferAddress?: string;
   /** prefill only: pages a tenant's prefix cache may hold there (absent: no cache); the gateway routes by it */
   prefixCachePages?: number;
+  /** decode only: the worker takes end_choice messages (absent: an older worker, which gets none) */
+  endChoice?: true;
 }
 
 export interface PoolStats {
@@ -82,6 +87,7 @@ export type ControlMessage =
   | { type: 'prefill'; request: GenerationRequest; ticket: TransferTicket; decodeAddress: string }
   | { type: 'prefilled'; request: string }
   | { type: 'cancel'; request: string }
+  | { type: 'end_choice'; request: string; choice: number }
   /** `choice`: which of the request's n answers (absent: 0) */
   | { type: 'token'; request: string; token: GeneratedToken; choice?: number }
   | { type: 'end'; request: string; end: EndWire }
@@ -157,6 +163,12 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     case 'prefilled':
     case 'cancel':
       return { type, request: id(m['request'], 'request') };
+    case 'end_choice':
+      return {
+        type,
+        request: id(m['request'], 'request'),
+        choice: int(m['choice'], 'choice', 0, LIMITS.choicesMax - 1),
+      };
     case 'token':
       return {
         type,
@@ -250,6 +262,7 @@ function hello(value: unknown): WorkerHello {
     ...(h['prefixCachePages'] !== undefined
       ? { prefixCachePages: int(h['prefixCachePages'], 'prefixCachePages', 1, LIMITS.kvPagesMax) }
       : {}),
+    ...(h['endChoice'] === true ? { endChoice: true } : {}),
   };
 }
 

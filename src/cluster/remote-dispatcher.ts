@@ -61,6 +61,8 @@ export interface RemoteDispatcherOptions {
   idleTimeoutMs: number;
   reconnectDelayMs: number;
   statsTimeoutMs: number;
+  /** a worker connection silent this long (no answer to the heartbeat) is closed and its requests fail (503) */
+  workerSilenceMs: number;
   /** how long a transfer failure seen by one side waits for the other side's report */
   graceMs: number;
   log: LogSink;
@@ -118,6 +120,7 @@ export class RemoteDispatcher implements InferenceWorker {
       idleTimeoutMs: this.options.idleTimeoutMs,
       reconnectDelayMs: this.options.reconnectDelayMs,
       statsTimeoutMs: this.options.statsTimeoutMs,
+      silenceMs: this.options.workerSilenceMs,
       accept: (hello) =>
         hello.role !== role ? `worker ${hello.name} is a ${hello.role} worker, not ${role}` : this.acceptHello(hello),
       onMessage: (l, m) => this.onMessage(l, m),
@@ -203,6 +206,13 @@ export class RemoteDispatcher implements InferenceWorker {
     this.flights.set(request.id, flight);
     decode.inFlight++;
     if (!decode.send({ type: 'reserve', request })) this.end(flight, lost('decode'));
+  }
+
+  /** Answer `choice` ended at the gateway (a stop sequence): its decode worker stops generating it, if it can. */
+  endChoice(requestId: string, choice: number): void {
+    const flight = this.flights.get(requestId);
+    if (flight?.decodeHolds === true && flight.decode.hello?.endChoice === true)
+      flight.decode.send({ type: 'end_choice', request: requestId, choice });
   }
 
   /** The client is gone (or a stop sequence ended it): both workers drop it; the sink hears nothing more. */

@@ -173,6 +173,7 @@ export function workerHello(runtime: WorkerRuntime, provenContext: number, trans
     pageSize: runtime.config.settings.pageSize,
     provenContext,
     ...(transferAddress !== undefined ? { transferAddress } : {}),
+    ...(runtime.config.role === 'decode' ? { endChoice: true as const } : {}),
     ...(runtime.config.role === 'prefill' && runtime.config.settings.prefixCachePages > 0
       ? { prefixCachePages: runtime.config.settings.prefixCachePages }
       : {}),

@@ -4,6 +4,11 @@
  * a restarted worker at the same address is picked up again. When a connection breaks, `onDown` runs once so the
  * dispatcher fails that worker's requests at once (never left to hang, I6).
  *
+ * A worker that stops answering without closing (a frozen process, a host cut off without FIN or RST) is found by a
+ * heartbeat: the link asks for the worker's stats every quarter of `silenceMs`, and a connection that brings nothing
+ * for `silenceMs` is closed, as if it had broken (its requests fail with 503 at once; the link reconnects, which a
+ * worker that thaws answers). The answers keep `lastStats` fresh; a link that is down has none.
+ *
  * Draining: a worker that got SIGTERM says `draining` on its connection, and discovery retires a worker whose address
  * left DNS. Either way the link stops taking new requests (`routable` is false) while the ones it holds run on; once it
  * holds none the dispatcher ends the connection (`endConnection`), which is the worker's cue to exit. A draining
@@ -22,6 +27,8 @@ export interface WorkerLinkOptions {
   idleTimeoutMs: number;
   reconnectDelayMs: number;
   statsTimeoutMs: number;
+  /** a connection that brings no message for this long is closed (the heartbeat asks every quarter of it) */
+  silenceMs: number;
   /** a hello must pass this check before the link is used (same model, proven context, page size) */
   accept: (hello: WorkerHello) => string | undefined;
   onMessage: (link: WorkerLink, message: ControlMessage) => void;
@@ -40,6 +47,9 @@ export class WorkerLink {
   /** the dispatcher retired this link (its address left discovery): close it once it holds nothing */
   retired = false;
   private retry: NodeJS.Timeout | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  /** when the current connection last brought a message (or opened) */
+  private heardAt = 0;
   private readonly helloWaiters: (() => void)[] = [];
   private readonly statsWaiters = new Map<number, (stats: PoolStats | undefined) => void>();
   private nextStatsId = 1;
@@ -112,6 +122,7 @@ export class WorkerLink {
   close(why = 'the gateway is shutting down'): void {
     this.closing = true;
     if (this.retry !== undefined) clearTimeout(this.retry);
+    clearInterval(this.heartbeat);
     this.conn?.close(why);
   }
 
@@ -135,13 +146,31 @@ export class WorkerLink {
         );
         this.conn = conn;
         this.connDraining = false;
+        this.listen(conn);
       },
       (error: unknown) => this.scheduleReconnect(`connect: ${errorMessage(error)}`),
     );
   }
 
+  /** The heartbeat of one connection: a stats question every quarter of silenceMs; silence for silenceMs closes it. */
+  private listen(conn: ControlConnection): void {
+    const { silenceMs } = this.options;
+    this.heardAt = performance.now();
+    clearInterval(this.heartbeat);
+    this.heartbeat = setInterval(
+      () => {
+        if (performance.now() - this.heardAt > silenceMs) {
+          conn.close(`the worker sent nothing for ${silenceMs} ms (frozen, or cut off)`);
+        } else if (this.up) this.send({ type: 'stats', id: this.nextStatsId++ });
+      },
+      Math.max(1, Math.floor(silenceMs / 4)),
+    );
+    this.heartbeat.unref();
+  }
+
   private onMessage(conn: ControlConnection, message: ControlMessage): void {
     if (conn !== this.conn) return;
+    this.heardAt = performance.now();
     if (this.helloNow === undefined) {
       if (message.type !== 'hello') {
         conn.close(`expected hello, got ${message.type}`);
@@ -181,6 +210,8 @@ export class WorkerLink {
   private onClose(conn: ControlConnection, why: string): void {
     if (conn !== this.conn) return;
     this.conn = undefined;
+    clearInterval(this.heartbeat);
+    this.lastStats = undefined;
     const wasUp = this.helloNow !== undefined;
     const drained = this.draining && this.inFlight === 0;
     this.helloNow = undefined;

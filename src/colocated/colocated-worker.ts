@@ -100,6 +100,10 @@ export class ColocatedWorker implements InferenceWorker {
     this.runner.cancel(requestId);
   }
 
+  endChoice(requestId: string, choice: number): void {
+    this.runner.endChoice(requestId, choice);
+  }
+
   stats(): WorkerStats {
     return { ...this.runner.engine.stats(), reservations: this.pool.reservationCount };
   }

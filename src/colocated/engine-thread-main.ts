@@ -84,6 +84,9 @@ function serve(worker: ColocatedWorker, incidents: IncidentStore): void {
       case 'cancel':
         worker.cancel(message.id);
         break;
+      case 'end_choice':
+        worker.endChoice(message.id, message.choice);
+        break;
       case 'stats':
         post({ type: 'stats', ask: message.ask, stats: worker.stats() });
         break;

@@ -22,6 +22,7 @@ export interface EngineThreadData {
 export type ToEngineThread =
   | { type: 'submit'; request: GenerationRequest }
   | { type: 'cancel'; id: string }
+  | { type: 'end_choice'; id: string; choice: number }
   | { type: 'stats'; ask: number }
   | { type: 'page_maps'; ask: number }
   | { type: 'pause' }

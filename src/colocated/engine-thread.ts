@@ -122,6 +122,10 @@ export class EngineThread implements InferenceWorker {
     this.post({ type: 'cancel', id: requestId });
   }
 
+  endChoice(requestId: string, choice: number): void {
+    if (this.sinks.has(requestId)) this.post({ type: 'end_choice', id: requestId, choice });
+  }
+
   /** As of the last `refresh`: /health and /metrics refresh first. */
   stats(): WorkerStats {
     return this.lastStats;

@@ -95,6 +95,7 @@ export async function startDecodeService(
         message: (m) => {
           if (m.type === 'reserve') worker.reserve(m.request, link(m.request.id));
           else if (m.type === 'cancel') worker.cancel(m.request);
+          else if (m.type === 'end_choice') worker.endChoice(m.request, m.choice, conn);
           else if (m.type === 'stats') conn.send({ type: 'stats', id: m.id, stats: worker.stats() });
           else if (m.type === 'page_map') conn.send({ type: 'page_map', id: m.id, report: worker.pageMapReport() });
           else conn.close(`a decode worker takes no ${m.type} message`);

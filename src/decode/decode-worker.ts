@@ -141,6 +141,15 @@ export class DecodeWorker {
     this.admit();
   }
 
+  /**
+   * Answer `choice` of a decoding n > 1 request is over for its client (a stop sequence at the gateway, which sent the
+   * request on `origin`): the batch stops generating it (Engine.endChoice).
+   */
+  endChoice(requestId: string, choice: number, origin: object): void {
+    const h = this.held.get(requestId);
+    if (h?.state.name === 'decoding' && h.link.origin === origin) this.options.runner.endChoice(requestId, choice);
+  }
+
   /** Step 5: the gateway cancels; the request's pages are scrubbed and free before this returns. */
   cancel(requestId: string): void {
     const h = this.held.get(requestId);

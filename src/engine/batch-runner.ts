@@ -58,6 +58,11 @@ export class BatchRunner {
     this.engine.cancel(requestId);
   }
 
+  /** Answer `choice` of an n > 1 request stops (see Engine.endChoice); the request's ending comes with its last. */
+  endChoice(requestId: string, choice: number): void {
+    if (this.sinks.has(requestId)) this.deliver(this.engine.endChoice(requestId, choice));
+  }
+
   pause(): void {
     this.loop.pause();
   }

@@ -44,7 +44,7 @@ export class ChoiceGroup {
   prefixHits: readonly CachedPage[] = [];
   /** choices not yet ended (the leader alone until the fork) */
   live = 1;
-  private forked = false;
+  private forkedYet = false;
   readonly ends: (ChoiceEnd | undefined)[];
   /** choices 1..n-1's samplers, built when the request is accepted (a bad option is a 400 then) */
   readonly samplers: SequenceSampler[] = [];
@@ -111,13 +111,18 @@ export class ChoiceGroup {
     const partial = promptLength - table.writtenTokens;
     if (partial > 0) pool.copyPage(leader, this.headPages, table, partial);
     this.live++;
-    this.forked = true;
+    this.forkedYet = true;
     return table;
+  }
+
+  /** The choices have forked from the leader (its prompt is written): each runs on its own from here. */
+  get forked(): boolean {
+    return this.forkedYet;
   }
 
   /** Running-batch slots the request holds: all n until the choices fork, then one per choice still running. */
   get slotsHeld(): number {
-    return this.forked ? this.live : this.choices;
+    return this.forkedYet ? this.live : this.choices;
   }
 
   /** A choice ended: true when it was the last, and the head and unforked tails went back to the pool. */

@@ -116,3 +116,35 @@ test('admission takes n batch slots and the whole need; a cancel mid-decode free
   assert.equal(forward.pool.checkConservation().free, 64);
   assert.throws(() => engine.submit(seeded('big', 20, 10, 5), 0), /n must be an integer from 1 to 4/);
 });
+
+test('an answer its client ended (endChoice) stops at once: its tail back, the others run on, one ending', () => {
+  const forward = forwardFor(model, 64, PAGE);
+  const engine = new Engine(config(), forward);
+  const group = seeded('g', 20, 30, 3);
+  engine.submit(group, 0);
+  const events: EngineEvent[] = [];
+  stepToFork(engine, 'g', 3, events);
+  events.push(...engine.step(0), ...engine.step(0)); // two more tokens each
+  const used = forward.pool.usedPageCount;
+  const tail = engine.runningTable('g', 1)!.pages.length - Math.floor(20 / PAGE);
+  assert.deepEqual(engine.endChoice('g', 1), [], 'not the last choice: no ending yet');
+  assert.equal(forward.pool.usedPageCount, used - tail, 'its own pages are back');
+  assert.equal(engine.runningTable('g', 1), undefined);
+  assert.deepEqual(engine.endChoice('g', 1), [], 'once');
+  assert.deepEqual(engine.endChoice('nobody', 0), []);
+  const { choices, ends } = run(engine, events);
+  const got = choices.get('g')!;
+  assert.equal(got[1]!.length / 2, 3, 'choice 1 stopped after its 3 tokens');
+  assert.equal(got[0]!.length / 2, 30);
+  assert.equal(ends.length, 1, 'one ending (I6)');
+  const end = ends[0]!.kind === 'end' ? ends[0]!.end : undefined;
+  assert.ok(end?.kind === 'finished');
+  assert.deepEqual(end.choices?.[1], { reason: 'stop', completionTokens: 3 });
+  assert.equal(forward.pool.checkConservation().free, 64, 'every page back');
+
+  const alone = new Engine(config(), forwardFor(model, 64, PAGE));
+  alone.submit(request('one', 'a', 20, 5), 0);
+  alone.step(0);
+  assert.deepEqual(alone.endChoice('one', 0), [], 'a request of one answer is cancelled, not ended by choice');
+  assert.equal(run(alone).choices.get('one')![0]!.length / 2, 5);
+});

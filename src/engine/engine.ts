@@ -214,6 +214,22 @@ export class Engine {
     return true;
   }
 
+  /**
+   * Answer `choice` of a running n > 1 request is over for its client (a stop sequence ended it at the gateway): it
+   * leaves the batch as if it had stopped there, its own pages back (scrubbed); the request still ends once, with its
+   * last choice. Its events (the request's ending, when this was its last choice). Nothing for an unknown request, a
+   * choice that ended already or has not forked yet, or a request of one answer (its client cancels it instead).
+   */
+  endChoice(requestId: string, choice: number): EngineEvent[] {
+    const seq = this.find(requestId);
+    if (seq?.group === undefined) return [];
+    const member = this.membersOf(seq).find((s) => s.choice === choice && s.state === 'decoding');
+    if (member === undefined || !seq.group.forked) return [];
+    const events: EngineEvent[] = [];
+    this.finish(member, 'stop', events);
+    return events;
+  }
+
   /** One scheduling step. Returns what happened; never throws for a request's failure. */
   step(nowMs: number): EngineEvent[] {
     const events: EngineEvent[] = [];

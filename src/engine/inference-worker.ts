@@ -31,6 +31,11 @@ export interface InferenceWorker {
    * thread or remote worker reads the cancel
    */
   cancel(requestId: string): void;
+  /**
+   * the client has all it wants of answer `choice` of an n > 1 request (a stop sequence ended it): the worker stops
+   * generating it and frees its own pages; the request's one ending still comes, with its last answer
+   */
+  endChoice(requestId: string, choice: number): void;
   stats(): WorkerStats;
   onIncident(listener: (incident: IsolationIncident) => void): void;
   /** fails what is in flight (503) and stops stepping */

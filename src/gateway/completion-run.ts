@@ -243,7 +243,9 @@ export class CompletionRun {
     this.writeText(out, step.text, token);
     if (!step.stopped) return false;
     out.ended = 'stop';
-    return this.choices.every((c) => c.ended !== undefined);
+    if (this.choices.every((c) => c.ended !== undefined)) return true;
+    this.ctx.worker.endChoice(this.id, index); // the others run on; this one's compute and pages go back now
+    return false;
   }
 
   private onEnd(end: GenerationEnd): void {

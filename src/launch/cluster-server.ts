@@ -26,6 +26,8 @@ export interface ClusterConfig {
   decodeSettings?: Partial<WorkerSettings>;
   transferTimeoutMs?: number;
   idleTimeoutMs?: number;
+  /** the gateway's bound on a silent worker (GatewayConfig.workerSilenceMs) */
+  workerSilenceMs?: number;
   /** children's stdout shown (a CLI) or dropped (tests) */
   workerStdout: 'inherit' | 'ignore';
   /** tests only: a worker program of their own (one that injects faults) and its arguments */
@@ -118,6 +120,7 @@ export async function startDisaggregatedServer(
         secret,
         ...(serve.contextCap !== undefined ? { contextCap: serve.contextCap } : {}),
         connectTimeoutMs: SUPERVISOR_DEFAULTS.readyTimeoutMs,
+        ...(config.workerSilenceMs !== undefined ? { workerSilenceMs: config.workerSilenceMs } : {}),
         logLevel: serve.logLevel,
       },
       announce,

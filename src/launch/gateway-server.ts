@@ -28,6 +28,8 @@ export const GATEWAY_DEFAULTS = {
   handshakeTimeoutMs: 5_000,
   reconnectDelayMs: 250,
   statsTimeoutMs: 2_000,
+  /** a worker that answers nothing (not even the heartbeat) for this long is taken as gone */
+  workerSilenceMs: 10_000,
   graceMs: 2_000,
   dnsRefreshMs: 5_000,
   /** one DNS lookup longer than this is given up for its round */
@@ -48,6 +50,8 @@ export interface GatewayConfig extends GatewaySettings {
   contextCap?: number;
   /** how long startup waits for every worker's hello */
   connectTimeoutMs: number;
+  /** a worker silent this long is taken as gone (default GATEWAY_DEFAULTS.workerSilenceMs) */
+  workerSilenceMs?: number;
   logLevel: LogLevel;
 }
 
@@ -98,6 +102,7 @@ export async function startGateway(
     idleTimeoutMs: GATEWAY_DEFAULTS.idleTimeoutMs,
     reconnectDelayMs: GATEWAY_DEFAULTS.reconnectDelayMs,
     statsTimeoutMs: GATEWAY_DEFAULTS.statsTimeoutMs,
+    workerSilenceMs: config.workerSilenceMs ?? GATEWAY_DEFAULTS.workerSilenceMs,
     graceMs: GATEWAY_DEFAULTS.graceMs,
     log: logger,
   });

@@ -8,6 +8,7 @@ import { Ajv } from 'ajv';
 import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import { type RunningServer, startServer } from '../../src/launch/colocated-server.js';
 import { loadModel } from '../../src/model/load-model.js';
+import { spyChoiceEnds, stopOnlyIn } from '../helpers/choice-ends.js';
 import { testModelFile } from '../helpers/models.js';
 import { clientFor, MODEL_ID, post, SERVING_MODEL, type Served, testServeConfig } from '../serving/serve-helpers.js';
 import { SCHEMAS } from '../structured/schemas.js';
@@ -105,6 +106,32 @@ describe('API options, colocated vs disaggregated', () => {
     assert.equal(edge[1].finish_reason, 'length');
     const after = await poolStats(cluster);
     for (const [i, s] of after.entries()) assert.ok(s.reservations - before[i]!.reservations >= BODIES.length * 2);
+    await assertClusterPoolsWhole(cluster);
+  });
+
+  test('a stop sequence that ends one of n answers: the same answers, and the decode worker stops generating it', async () => {
+    const base = { n: 2, temperature: 1, seed: 11, max_tokens: 24, logprobs: false, top_logprobs: undefined };
+    const full = JSON.parse(await chat(cluster, base)) as { message: { content: string } }[];
+    const cut = stopOnlyIn(full[0]!.message.content, full[1]!.message.content);
+    const spy = spyChoiceEnds(cluster.dispatcher);
+    try {
+      const [a, b] = await Promise.all([
+        chat(colocated, { ...base, stop: [cut] }),
+        chat(cluster, { ...base, stop: [cut] }),
+      ]);
+      assert.equal(b, a);
+      assert.deepEqual(
+        (JSON.parse(b) as { finish_reason: string }[]).map((c) => c.finish_reason),
+        ['length', 'stop'],
+      );
+      assert.deepEqual(spy.ended, [1]);
+      const [first, second] = spy.engineEnds[0] ?? [];
+      assert.equal(second?.reason, 'stop', 'the decode worker stopped answer 1');
+      assert.ok(second.completionTokens < 24, `${second.completionTokens} tokens generated`);
+      assert.equal(first?.completionTokens, 24);
+    } finally {
+      spy.restore();
+    }
     await assertClusterPoolsWhole(cluster);
   });
 

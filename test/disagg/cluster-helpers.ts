@@ -19,6 +19,8 @@ export interface TestClusterOptions {
   decode?: number;
   prefillSettings?: Partial<WorkerSettings>;
   decodeSettings?: Partial<WorkerSettings>;
+  /** the gateway's bound on a silent worker */
+  workerSilenceMs?: number;
   /** every worker runs the test worker program with this plan (faults, an unproven capacity) */
   plan?: TestWorkerPlan;
 }
@@ -32,6 +34,7 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
     ...(options.decodeSettings !== undefined ? { decodeSettings: options.decodeSettings } : {}),
     transferTimeoutMs: 10_000,
     idleTimeoutMs: 3_000,
+    ...(options.workerSilenceMs !== undefined ? { workerSilenceMs: options.workerSilenceMs } : {}),
     workerStdout: 'ignore',
     ...(options.plan !== undefined
       ? {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
+import { spyChoiceEnds, stopOnlyIn } from '../helpers/choice-ends.js';
 import { assertPoolWhole, clientFor, MODEL_ID, startTestServer, writeKeyFile } from './serve-helpers.js';
 
 let server: RunningServer;
@@ -126,6 +127,32 @@ describe('n (exact)', () => {
         [before, 'stop'],
       ],
     );
+  });
+
+  test('a stop sequence that ends one answer stops the engine generating it; the others run on', async () => {
+    const base = { temperature: 1, seed: 11, max_tokens: 24, logprobs: false };
+    const full = await chat({ ...base, n: 2 });
+    const [t0, t1] = full.choices.map((c) => c.text) as [string, string];
+    const cut = stopOnlyIn(t0, t1);
+    const spy = spyChoiceEnds(server.worker);
+    try {
+      const stopped = await chat({ ...base, n: 2, stop: [cut] });
+      assert.deepEqual(
+        stopped.choices.map((c) => [c.text, c.finish]),
+        [
+          [t0, 'length'],
+          [t1.slice(0, t1.indexOf(cut)), 'stop'],
+        ],
+      );
+      assert.deepEqual(spy.ended, [1], 'the gateway ended answer 1 at the engine');
+      const [first, second] = spy.engineEnds[0] ?? [];
+      assert.equal(second?.reason, 'stop', 'the engine stopped answer 1 there');
+      assert.ok(second.completionTokens < 24, `${second.completionTokens} tokens generated`);
+      assert.equal(first?.completionTokens, 24);
+    } finally {
+      spy.restore();
+    }
+    assertPoolWhole(server);
   });
 
   test('I7: n requests alone and among other requests of two tenants give the same bits', async () => {
