@@ -9,6 +9,7 @@ import type { Worker } from 'node:worker_threads';
 import type { EngineThread } from '../../src/colocated/engine-thread.js';
 import type { GenerationEnd, GenerationRequest } from '../../src/engine/request.js';
 import { type RunningServer, startServer, startThreadedServer } from '../../src/launch/colocated-server.js';
+import { spyChoiceEnds, stopOnlyIn } from '../helpers/choice-ends.js';
 import { MODEL_ID, post, testServeConfig, waitForAsync } from './serve-helpers.js';
 
 type Threaded = RunningServer<EngineThread>;
@@ -113,6 +114,25 @@ describe('the engine on its own thread', { timeout: 120_000 }, () => {
       }, 'the cancelled request to free its pages on the thread');
     } finally {
       threaded.worker.resume();
+    }
+  });
+
+  test('a stop sequence that ends one of n answers stops it on the thread', async () => {
+    const body = { ...completion('Once upon a page', 24), n: 2, temperature: 1, seed: 11 };
+    const texts = async (extra: object) =>
+      ((await post(threaded, '/v1/completions', { ...body, ...extra })).json as { choices: { text: string }[] })
+        .choices;
+    const [t0, t1] = (await texts({})).map((c) => c.text) as [string, string];
+    const spy = spyChoiceEnds(threaded.worker);
+    try {
+      const stopped = await texts({ stop: [stopOnlyIn(t0, t1)] });
+      assert.equal(stopped[0]!.text, t0);
+      assert.deepEqual(spy.ended, [1]);
+      const second = spy.engineEnds[0]?.[1];
+      assert.equal(second?.reason, 'stop', 'the thread stopped answer 1');
+      assert.ok(second.completionTokens < 24, `${second.completionTokens} tokens generated`);
+    } finally {
+      spy.restore();
     }
   });
 
