@@ -56,6 +56,7 @@ export function formatSummary(report: AuditReport): string {
  */
 export function printable(line: string): string {
   return line.replace(
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is this function's job
     /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
