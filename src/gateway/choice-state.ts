@@ -16,6 +16,8 @@ export class ChoiceState {
   readonly chat: ChatOutput | undefined;
   /** the tokens and text of a body answer */
   readonly tokens: GeneratedToken[] = [];
+  /** where each of `tokens` starts in the answer's text (completions' text_offset, before any echo) */
+  readonly offsets: number[] = [];
   content = '';
   contentChars = 0;
   completionTokens = 0;
@@ -35,6 +37,14 @@ export class ChoiceState {
       parsed.endpoint === 'chat'
         ? new ChatOutput(tools?.choice, toolCallFormat, new Set(tools?.tools.map((t) => t.name)))
         : undefined;
+  }
+
+  /**
+   * Where the next token's text starts in the answer: the characters decoded from the tokens before it, released or
+   * held back (a stop's possible start); bytes of a character not yet complete are not counted.
+   */
+  get nextOffset(): number {
+    return this.contentChars + this.text.heldChars;
   }
 
   addContent(text: string, keep: boolean): void {

@@ -237,10 +237,14 @@ export class CompletionRun {
     m.generationTokens.inc(labels);
     out.lastTokenMs = atMs;
     out.completionTokens++;
-    if (!this.parsed.stream) out.tokens.push(token);
+    const offset = out.nextOffset;
+    if (!this.parsed.stream) {
+      out.tokens.push(token);
+      out.offsets.push(offset);
+    }
     const step = out.text.push(token.id);
     out.addContent(step.text, !this.parsed.stream);
-    this.writeText(out, step.text, token);
+    this.writeText(out, step.text, { token, offset });
     if (!step.stopped) return false;
     out.ended = 'stop';
     if (this.choices.every((c) => c.ended !== undefined)) return true;
@@ -321,7 +325,14 @@ export class CompletionRun {
             finished.map(({ out, reason }) => ({
               text: this.echoText + out.content,
               finish: reason,
-              logprobs: logprobs ? format.completionLogprobs(tokenizer, out.tokens, 0, topLogprobs > 0) : null,
+              logprobs: logprobs
+                ? format.completionLogprobs(
+                    tokenizer,
+                    out.tokens,
+                    out.offsets.map((at) => this.echoText.length + at),
+                    topLogprobs > 0,
+                  )
+                : null,
             })),
             usage,
           );
@@ -350,14 +361,22 @@ export class CompletionRun {
     this.reply.code(http.status).send(http.body);
   }
 
-  /** Text released by a token (or at the end: `token` undefined), streamed in the endpoint's shape. */
-  private writeText(out: ChoiceState, text: string, token: GeneratedToken | undefined): void {
+  /**
+   * Text released by a token (or at the end: `by` undefined), streamed in the endpoint's shape; `by.offset` is where
+   * the token's own text starts in the answer (ChoiceState.nextOffset), which the released text may not.
+   */
+  private writeText(
+    out: ChoiceState,
+    text: string,
+    by: { token: GeneratedToken; offset: number } | undefined,
+  ): void {
     if (!this.parsed.stream) {
       out.chat?.push(text);
       return;
     }
     const { tokenizer } = this.ctx.model;
     const { logprobs, topLogprobs } = this.parsed;
+    const token = by?.token;
     const withLogprobs = logprobs && token !== undefined;
     if (out.chat !== undefined) {
       const deltas = out.chat.push(text);
@@ -371,8 +390,9 @@ export class CompletionRun {
     }
     if (token === undefined && text === '') return;
     this.startStream();
-    const offset = this.echoText.length + out.contentChars - text.length;
-    const lp = withLogprobs ? format.completionLogprobs(tokenizer, [token], offset, topLogprobs > 0) : null;
+    const lp = withLogprobs
+      ? format.completionLogprobs(tokenizer, [token], [this.echoText.length + by!.offset], topLogprobs > 0)
+      : null;
     this.sse(format.textCompletion(this.head, [{ text, finish: null, logprobs: lp }], undefined, out.index));
   }
 

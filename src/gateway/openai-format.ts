@@ -55,7 +55,8 @@ export interface CompletionLogprobs {
 export function completionLogprobs(
   tokenizer: Tokenizer,
   tokens: readonly GeneratedToken[],
-  offset: number,
+  /** where each token's text starts in the returned text */
+  offsets: readonly number[],
   withTop: boolean,
 ): CompletionLogprobs {
   const out: CompletionLogprobs = {
@@ -64,13 +65,11 @@ export function completionLogprobs(
     top_logprobs: withTop ? [] : null,
     text_offset: [],
   };
-  let at = offset;
-  for (const token of tokens) {
+  tokens.forEach((token, i) => {
     const text = tokenPiece(tokenizer, token.id).text;
     out.tokens.push(text);
     out.token_logprobs.push(token.logprob);
-    out.text_offset.push(at);
-    at += text.length;
+    out.text_offset.push(offsets[i]!);
     if (out.top_logprobs !== null) {
       const top: Record<string, number> = {};
       for (const t of token.top) {
@@ -79,7 +78,7 @@ export function completionLogprobs(
       }
       out.top_logprobs.push(top);
     }
-  }
+  });
   return out;
 }
 

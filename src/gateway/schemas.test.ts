@@ -1,4 +1,5 @@
-// The completions prompt's forms (OpenAI's: a string, token ids, or a batch of one of either), and what is refused.
+// Request fields as OpenAI defines them: the completions prompt's forms (a string, token ids, or a batch of one of
+// either), typed options, and what is refused.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { KvfenceError } from '../util/errors.js';
@@ -24,4 +25,18 @@ test('a prompt nested deeper than a batch is a 400, however deep (it overflowed 
   let deep: unknown = [1];
   for (let i = 0; i < 20_000; i++) deep = [deep];
   refused(deep);
+});
+
+test('stream_options.include_usage and user are checked for their type, not read as false or ignored', () => {
+  const parse = (extra: object) => parseCompletionRequest({ model: 'm', prompt: 'hi', ...extra }, 512);
+  const refused = (extra: object, param: string) =>
+    assert.throws(
+      () => parse(extra),
+      (e: unknown) => e instanceof KvfenceError && e.code === 'invalid_request_error' && e.param === param,
+    );
+  assert.equal(parse({ stream: true, stream_options: { include_usage: true } }).includeUsage, true);
+  assert.equal(parse({ stream: true, stream_options: {} }).includeUsage, false);
+  refused({ stream: true, stream_options: { include_usage: 'yes' } }, 'stream_options.include_usage');
+  assert.equal(parse({ user: 'end-user-7' }).prompt.kind, 'text');
+  refused({ user: 42 }, 'user');
 });

@@ -184,12 +184,16 @@ function common(
   if (options !== undefined && options !== null) {
     if (!stream) throw bad('stream_options is only allowed with stream: true', 'stream_options');
     if (!isBody(options)) throw bad('stream_options must be an object', 'stream_options');
-    includeUsage = options['include_usage'] === true;
+    const include = options['include_usage'];
+    if (include !== undefined && include !== null && typeof include !== 'boolean')
+      throw bad('stream_options.include_usage must be a boolean', 'stream_options.include_usage');
+    includeUsage = include === true;
   }
   const temperature = optional(body, 'temperature', isNumberIn(0, 2), 'a number from 0 to 2') ?? 1;
   const topP =
     optional(body, 'top_p', (v): v is number => typeof v === 'number' && v > 0 && v <= 1, 'a number in (0, 1]') ?? 1;
   const seed = optional(body, 'seed', isInt(-(2 ** 53), 2 ** 53), 'an integer');
+  optional(body, 'user', (v): v is string => typeof v === 'string', 'a string'); // accepted (OpenAI's), not used
   const stop = parseStop(body['stop']);
   // a stop sequence could cut the document short and still report "stop": never a silently invalid answer
   if (constraint !== undefined && stop.length > 0)

@@ -28,6 +28,11 @@ export class TextStream {
     return this.release();
   }
 
+  /** Characters decoded and held back (a possible start of a stop sequence), not yet released. */
+  get heldChars(): number {
+    return this.held.length;
+  }
+
   /** The end of generation: whatever is held is final text. */
   finish(): string {
     if (this.done) return '';

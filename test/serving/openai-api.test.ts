@@ -197,6 +197,37 @@ describe('completions', () => {
     assert.deepEqual(logprobs, lp.token_logprobs);
   });
 
+  test('text_offset is where each token starts in the text, streamed or not, with characters split over tokens', async () => {
+    const client = clientFor(server, 'globex');
+    // the test vocabulary's byte tokens 0xC3 (127) and 0xA9 (102): "é" takes two tokens, and the penalty alternates
+    // them; the stop "éX" never matches but holds each "é" back until the next character is known
+    const body = {
+      model: MODEL_ID,
+      prompt: 'The fence stood',
+      max_tokens: 12,
+      temperature: 0,
+      logprobs: 0,
+      logit_bias: { '127': 100, '102': 100 },
+      frequency_penalty: 2,
+      stop: ['éX'],
+    };
+    const choice = (await client.completions.create(body)).choices[0]!;
+    const offsets = choice.logprobs!.text_offset!;
+    assert.ok(choice.text.includes('é'), JSON.stringify(choice.text));
+    assert.equal(offsets.length, 12);
+    offsets.forEach((at, i) => {
+      assert.ok(at >= (offsets[i - 1] ?? 0) && at <= choice.text.length, `offset ${i}: ${JSON.stringify(offsets)}`);
+    });
+    assert.ok(
+      offsets.some((at, i) => at === offsets[i + 1]),
+      'the two tokens of one character start at the same place',
+    );
+    const streamed: number[] = [];
+    for await (const chunk of await client.completions.create({ ...body, stream: true }))
+      streamed.push(...(chunk.choices[0]?.logprobs?.text_offset ?? []));
+    assert.deepEqual(streamed, offsets);
+  });
+
   test('the legacy default is 16 tokens; a prompt of token ids works', async () => {
     const client = clientFor(server, 'globex');
     const r = await client.completions.create({ model: MODEL_ID, prompt: [5, 6, 7, 8], temperature: 0 });
