@@ -365,11 +365,7 @@ export class CompletionRun {
    * Text released by a token (or at the end: `by` undefined), streamed in the endpoint's shape; `by.offset` is where
    * the token's own text starts in the answer (ChoiceState.nextOffset), which the released text may not.
    */
-  private writeText(
-    out: ChoiceState,
-    text: string,
-    by: { token: GeneratedToken; offset: number } | undefined,
-  ): void {
+  private writeText(out: ChoiceState, text: string, by: { token: GeneratedToken; offset: number } | undefined): void {
     if (!this.parsed.stream) {
       out.chat?.push(text);
       return;
