@@ -113,10 +113,31 @@ export async function runNoninterference(ctx: AuditContext, result: ScenarioResu
     if (outcome === undefined) continue;
     const { probe, record } = outcome;
     const baseline = probe.baseline!;
-    if (isBusy(record) || !completed(record)) {
+    if (isBusy(record) || record.timedOut) {
       result.notes.push(
         `probe ${probe.index} under load: status ${record.status} ${record.errorCode ?? ''}, not compared`,
       );
+      continue;
+    }
+    if (!completed(record)) {
+      // it answered alone: failing among other traffic (a 500, an error event) is interference, not an honest refusal
+      result.findings.push({
+        kind: 'noninterference',
+        scenario: 'noninterference',
+        summary:
+          `probe ${probe.index} of ${probe.tenant.name} answered alone but failed under load: ` +
+          `${record.status} ${record.errorCode ?? ''}`.trimEnd(),
+        tenants: [probe.tenant.name],
+        calls: [baseline.id, record.id],
+        evidence: {
+          field: 'status',
+          alone: baseline.status,
+          underLoad: record.status,
+          errorCode: record.errorCode ?? null,
+          soloCall: baseline.id,
+          loadCall: record.id,
+        },
+      });
       continue;
     }
     compared++;

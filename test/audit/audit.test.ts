@@ -73,6 +73,7 @@ describe('kvfence audit against a fake endpoint', () => {
       'brokenAfterCancel',
       'hiddenLeak',
       'failAll',
+      'failUnderLoad',
       'error200',
     ] as const) {
       servers.set(mode, await startFakeServer({ mode, context: 160, inFlightMax: 12, tokenDelayMs: 1 }));
@@ -149,6 +150,13 @@ describe('kvfence audit against a fake endpoint', () => {
       'a probe of the cancelled stream’s own tenant ran right after it',
     );
     assert.equal(scenario(run.report, 'noninterference').verdict, 'pass');
+  });
+
+  it('reports a probe that answered alone and failed under load as a noninterference finding', async () => {
+    const run = await audit(servers.get('failUnderLoad')!, { scenarios: ['noninterference'] });
+    assert.equal(run.exitCode, AUDIT_EXIT.findings, run.stdout);
+    const failed = scenario(run.report, 'noninterference').findings;
+    assert.ok(failed.length > 0 && failed.every((f) => f.evidence['underLoad'] === 500), run.stdout);
   });
 
   it('says "cannot certify" (not a leak) for an endpoint that is not deterministic even alone', async () => {

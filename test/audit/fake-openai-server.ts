@@ -8,6 +8,7 @@
  *   oversize200      answers an oversize request 200 with a 1-token placeholder (the incident)
  *   perturbUnderLoad logprobs shift when another request is in flight (not batch-invariant)
  *   nondeterministic logprobs jitter on every call, even alone
+ *   failUnderLoad    a request that arrives while another is in flight gets a 500 (alone, every request is answered)
  *   hiddenLeak       like leaky, but the other tenant's prompt rides in a second choice, which the auditor never asks for
  *   failAll          every completion is a 500
  *   error200         a request within 2 tokens of the context, or over it, gets a 200 whose body is an error object
@@ -29,6 +30,7 @@ export type FakeMode =
   | 'nondeterministic'
   /** a cancelled stream breaks its tenant's requests for 100 ms (500), as a zombie writing into freed pages would */
   | 'brokenAfterCancel'
+  | 'failUnderLoad'
   | 'hiddenLeak'
   | 'failAll'
   | 'error200';
@@ -124,7 +126,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (inFlight >= options.inFlightMax) {
       return send(res, 429, { error: { message: 'too many requests', code: 'rate_limit_exceeded' } });
     }
-    if (options.mode === 'failAll') return send(res, 500, { error: { message: 'down', code: 'internal_error' } });
+    if (options.mode === 'failAll' || (options.mode === 'failUnderLoad' && inFlight > 0))
+      return send(res, 500, { error: { message: 'down', code: 'internal_error' } });
     if (options.mode === 'error200' && promptTokens + maxTokens >= options.context - 1) {
       return send(res, 200, { error: { message: HOSTILE_MESSAGE, code: HOSTILE_MESSAGE } });
     }
