@@ -259,7 +259,8 @@ export class Endpoint {
           record.errorBody += data.slice(0, 1000);
           continue;
         }
-        collectStrings(json, record.fields);
+        collectStrings(json, record.fields); // even after the cut below: whatever arrived is scanned for canaries
+        if (record.abortedByClient) continue;
         const piece = parseCompletionJson(json);
         if (record.firstTokenMs === undefined && (piece.text !== '' || piece.tokens.length > 0)) {
           record.firstTokenMs = performance.now() - started;
@@ -268,10 +269,9 @@ export class Endpoint {
         if (spec.abortAfterDeltas !== undefined && record.deltas.length >= spec.abortAfterDeltas) {
           record.abortedByClient = true;
           controller.abort();
-          return true;
         }
       }
-      return false;
+      return record.abortedByClient;
     };
     await this.readChunks(response, record, (chunk) => handle(sse.push(chunk)));
     if (!record.abortedByClient) handle(sse.finish());
@@ -300,9 +300,11 @@ export class Endpoint {
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
+        const room = this.options.responseBytesMax - bytes;
         bytes += value.byteLength;
-        if (bytes > this.options.responseBytesMax) {
-          record.truncated = true;
+        if (value.byteLength > room) {
+          record.truncated = true; // what fits is still read (and scanned); the rest is cancelled
+          onChunk(decoder.decode(value.subarray(0, room), { stream: true }));
           break;
         }
         if (onChunk(decoder.decode(value, { stream: true }))) break;
