@@ -1,7 +1,13 @@
-/** The auditor's parts that need no server: key file formats, the SSE reader, canary matching, context fields. */
+/**
+ * The auditor's parts: key file formats, the SSE reader, canary matching, context fields, and the endpoint's bounded
+ * reads (against a bare HTTP server).
+ */
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { CanaryIndex } from '../../src/audit/canary.js';
+import { Endpoint } from '../../src/audit/endpoint.js';
 import { parseAuditKeys } from '../../src/audit/keys-file.js';
 import { advertisedContext } from '../../src/audit/scenario-context.js';
 import { SseReader } from '../../src/audit/sse.js';
@@ -65,5 +71,48 @@ describe('advertisedContext', () => {
     assert.equal(advertisedContext({ data: [{ id: 'x' }, { id: 'm', context_length: 8192 }] }, 'm'), 8192);
     assert.equal(advertisedContext({ data: [{ id: 'm', meta: { n_ctx_train: 2048 } }] }, 'm'), 2048);
     assert.equal(advertisedContext({ data: [{ id: 'm' }] }, 'm'), undefined);
+  });
+});
+
+describe('Endpoint', () => {
+  it('reads a body up to the byte bound and keeps what fits; a stream cut by the client still has its events scanned', async () => {
+    const head = JSON.stringify({ choices: [{ index: 0, text: 'start kvfqmarker' }], pad: 'x'.repeat(4000) });
+    const events = ['first', 'second', 'third-kvfqlate']
+      .map((text) => `data: ${JSON.stringify({ choices: [{ index: 0, text }] })}\n\n`)
+      .join('');
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c));
+      req.on('end', () => {
+        const stream = (JSON.parse(body) as { stream: boolean }).stream;
+        res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' });
+        res.end(stream ? events : head); // one write: the events arrive together
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const endpoint = new Endpoint({
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        model: 'm',
+        api: 'completions',
+        timeoutMs: 5_000,
+        responseBytesMax: 1_000,
+        seed: 1,
+      });
+      const tenant = { name: 'a', keys: ['k'] };
+      const spec = { tenant, scenario: 's', label: 'l', prompt: 'p', maxTokens: 4, greedy: false };
+      const whole = await endpoint.complete({ ...spec, stream: false });
+      assert.equal(whole.truncated, true);
+      assert.ok(
+        whole.errorBody.includes('kvfqmarker') && whole.errorBody.length === 1_000,
+        String(whole.errorBody.length),
+      );
+      const cut = await endpoint.complete({ ...spec, stream: true, abortAfterDeltas: 1 });
+      assert.deepEqual([cut.abortedByClient, cut.deltas], [true, ['first']]);
+      assert.match(cut.fields.get('choices[0].text') ?? '', /third-kvfqlate/);
+    } finally {
+      server.close();
+    }
   });
 });
