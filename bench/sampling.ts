@@ -158,7 +158,7 @@ function structuredStep(schema: unknown, logits: Float32Array[]): { mean: StepCo
       constraint,
     };
     // a second matcher, advanced with the same tokens, times the mask on its own
-    const matcher = new GrammarMatcher(env.grammars!.compile(constraint));
+    const matcher = new GrammarMatcher(env.grammars!.compile(constraint, request.tenant));
     return { sampler: new SequenceSampler(request, env), matcher, logits: logits[i % logits.length]! };
   };
   const live = Array.from({ length: streams }, (_, i) => fresh(i));

@@ -67,7 +67,7 @@ export class SequenceSampler {
     if (request.constraint !== undefined) {
       if (env.grammars === undefined)
         throw new KvfenceError('invalid_request_error', 'response formats are not available here', 'response_format');
-      this.matcher = new GrammarMatcher(env.grammars.compile(request.constraint));
+      this.matcher = new GrammarMatcher(env.grammars.compile(request.constraint, request.tenant));
     }
   }
 

@@ -2,9 +2,11 @@
  * Prometheus metrics (prom-client, on registries of our own: no global state). Names follow vLLM where vLLM has the
  * metric, so existing dashboards work; kvfence's own (tenant pages, isolation incidents, pool pages) are `kvfence_*`.
  *
- * Two registries: `registry` holds the aggregate series, public like /metrics; `tenantRegistry` holds every series
- * labelled with a tenant's name (kvfence_tenant_*, kvfence_requests_total, kvfence_isolation_incidents_total), which
- * would let anyone watch another tenant's activity: /metrics serves them only to the admin token (`full`).
+ * Two registries: `registry` holds the aggregate series, public like /metrics; `tenantRegistry` holds the series that
+ * would let anyone watch another tenant's activity — every one labelled with a tenant's name (kvfence_tenant_*,
+ * kvfence_requests_total, kvfence_isolation_incidents_total), and kvfence_kv_pages_reused, which counts each prefix
+ * cache hit as it happens (a tenant polling it would see another's hits): /metrics serves them only to the admin
+ * token (`full`).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { InferenceWorker, WorkerStatus } from '../engine/inference-worker.js';
@@ -41,12 +43,12 @@ export class GatewayMetrics {
     const registers = [this.registry];
     const tenantRegisters = [this.tenantRegistry];
     const labels = ['model_name'] as const;
-    const gauge = (name: string, help: string, read: () => number) =>
+    const gauge = (name: string, help: string, read: () => number, where = registers) =>
       new Gauge({
         name,
         help,
         labelNames: labels,
-        registers,
+        registers: where,
         collect() {
           this.set({ model_name: modelName }, read());
         },
@@ -72,6 +74,7 @@ export class GatewayMetrics {
       'kvfence_kv_pages_reused',
       "KV pages read from the tenants' prefix caches instead of computed, since the workers started.",
       () => worker.stats().pagesReused ?? 0,
+      tenantRegisters,
     );
     new Gauge({
       name: 'kvfence_http_unauthenticated_connections',

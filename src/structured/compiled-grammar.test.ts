@@ -44,7 +44,7 @@ describe('token masks', () => {
       const bits = new Uint32Array(Math.ceil(index.vocabSize / 32));
       let finished = 0;
       for (const constraint of SCHEMAS) {
-        const compiled = cache.compile(constraint);
+        const compiled = cache.compile(constraint, 'a');
         for (let walk = 0; walk < 6; walk++) {
           const m = new GrammarMatcher(compiled);
           const text: Uint8Array[] = [];
@@ -76,17 +76,32 @@ describe('token masks', () => {
     const tokenizer = tokenizerFromGguf(buildTestVocabulary({ kind: 'gpt2', pre: 'smollm', vocabSize: 600, seed: 1 }));
     const cache = new GrammarCache(() => new TokenIndex(tokenizer), 2);
     const integer: OutputConstraint = { kind: 'json_schema', schema: { type: 'integer' } };
-    const compiled = cache.compile(integer);
-    assert.equal(cache.compile(integer), compiled);
+    const compiled = cache.compile(integer, 'a');
+    assert.equal(cache.compile(integer, 'a'), compiled);
     const m = new GrammarMatcher(compiled);
     const bits = new Uint32Array(Math.ceil(600 / 32));
     assert.equal(m.fillMask(bits), false);
     assert.ok(m.accept(tokenizer.encode('7')[0]!));
     assert.equal(m.fillMask(bits), true, 'an integer may end after a digit');
     assert.ok(m.complete && !m.finished);
-    cache.compile({ kind: 'json_object' });
-    cache.compile({ kind: 'json_schema', schema: { type: 'boolean' } });
+    cache.compile({ kind: 'json_object' }, 'a');
+    cache.compile({ kind: 'json_schema', schema: { type: 'boolean' } }, 'a');
     assert.equal(cache.size, 2);
-    assert.notEqual(cache.compile(integer), compiled, 'the least recently used entry went first');
+    assert.notEqual(cache.compile(integer, 'a'), compiled, 'the least recently used entry went first');
+  });
+
+  it('the cache is each tenant’s own: another tenant’s same schema is compiled again, and a tenant evicts its own', () => {
+    const tokenizer = tokenizerFromGguf(buildTestVocabulary({ kind: 'gpt2', pre: 'smollm', vocabSize: 600, seed: 1 }));
+    const cache = new GrammarCache(() => new TokenIndex(tokenizer), 4, 2);
+    const schema = (type: string): OutputConstraint => ({ kind: 'json_schema', schema: { type } });
+    const mine = cache.compile(schema('integer'), 'a');
+    assert.notEqual(cache.compile(schema('integer'), 'b'), mine, 'b never gets a’s compiled grammar (no hit to time)');
+    assert.equal(cache.compile(schema('integer'), 'a'), mine);
+    const bs = cache.compile(schema('boolean'), 'b');
+    cache.compile(schema('string'), 'a'); // a's second: room for it, nothing of b's goes
+    cache.compile(schema('number'), 'a'); // a evicts its own least recently used (integer)
+    assert.equal(cache.size, 4);
+    assert.equal(cache.compile(schema('boolean'), 'b'), bs, 'b’s entries stayed');
+    assert.notEqual(cache.compile(schema('integer'), 'a'), mine, 'a’s oldest went');
   });
 });

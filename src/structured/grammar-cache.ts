@@ -1,7 +1,10 @@
 /**
  * Output constraints as requests carry them (plain JSON, so they travel between processes unchanged), and the
- * per-vocabulary cache of their compiled grammars: the same schema from any request reuses one CompiledGrammar and its
- * precomputed masks. Least recently used entries go first past LIMITS.grammarCacheEntriesMax.
+ * per-vocabulary cache of their compiled grammars: the same schema from the same tenant reuses one CompiledGrammar and
+ * the masks it has computed. Entries are the tenant's own (I9): a schema is the tenant's data, and a hit answers
+ * faster than a compile, so a cache shared across tenants would let one time whether another had sent a schema. A
+ * tenant past LIMITS.grammarCacheEntriesPerTenant gives up its own least recently used entry; past
+ * LIMITS.grammarCacheEntriesMax in all, the least recently used entry of anyone goes (as the prefix cache's pool does).
  */
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
@@ -37,12 +40,15 @@ export function grammarCacheFor(vocab: VocabularySource): GrammarCache {
 }
 
 export class GrammarCache {
-  private readonly entries = new Map<string, CompiledGrammar>();
+  /** by `${tenant}\0${constraint}`, least recently used first */
+  private readonly entries = new Map<string, { tenant: string; compiled: CompiledGrammar }>();
+  private readonly tenantEntries = new Map<string, number>();
   private indexNow: TokenIndex | undefined;
 
   constructor(
     private readonly makeIndex: () => TokenIndex,
     private readonly capacity: number = LIMITS.grammarCacheEntriesMax,
+    private readonly perTenant: number = LIMITS.grammarCacheEntriesPerTenant,
   ) {}
 
   get index(): TokenIndex {
@@ -50,18 +56,35 @@ export class GrammarCache {
     return this.indexNow;
   }
 
-  compile(constraint: OutputConstraint): CompiledGrammar {
+  /** `tenant`'s compiled grammar for `constraint`: its own cached one, or a new one. */
+  compile(constraint: OutputConstraint, tenant: string): CompiledGrammar {
     if (constraint.kind === 'json_schema') checkJsonDepth(constraint.schema, SCHEMA_PARAM);
-    const key = constraint.kind === 'json_object' ? 'json_object' : `schema:${JSON.stringify(constraint.schema)}`;
-    let compiled = this.entries.get(key);
-    if (compiled !== undefined) {
-      this.entries.delete(key); // re-inserted below: most recently used last
-    } else {
-      compiled = new CompiledGrammar(constraintGrammar(constraint), this.index);
-      if (this.entries.size >= this.capacity) this.entries.delete(this.entries.keys().next().value!);
+    const what = constraint.kind === 'json_object' ? 'json_object' : `schema:${JSON.stringify(constraint.schema)}`;
+    const key = `${tenant}\0${what}`;
+    const cached = this.entries.get(key);
+    if (cached !== undefined) {
+      this.entries.delete(key); // re-inserted: most recently used last
+      this.entries.set(key, cached);
+      return cached.compiled;
     }
-    this.entries.set(key, compiled);
+    const compiled = new CompiledGrammar(constraintGrammar(constraint), this.index);
+    if ((this.tenantEntries.get(tenant) ?? 0) >= this.perTenant) this.evict((e) => e.tenant === tenant);
+    else if (this.entries.size >= this.capacity) this.evict(() => true);
+    this.entries.set(key, { tenant, compiled });
+    this.tenantEntries.set(tenant, (this.tenantEntries.get(tenant) ?? 0) + 1);
     return compiled;
+  }
+
+  /** Drops the least recently used entry that `which` picks. */
+  private evict(which: (entry: { tenant: string }) => boolean): void {
+    for (const [key, entry] of this.entries) {
+      if (!which(entry)) continue;
+      this.entries.delete(key);
+      const left = this.tenantEntries.get(entry.tenant)! - 1;
+      if (left === 0) this.tenantEntries.delete(entry.tenant);
+      else this.tenantEntries.set(entry.tenant, left);
+      return;
+    }
   }
 
   get size(): number {

@@ -61,6 +61,8 @@ export const LIMITS = {
   grammarWorkMax: 4_000_000,
   grammarStacksMax: 64,
   grammarCacheEntriesMax: 64,
+  /** one tenant's share of them: its own least recently used entry goes first */
+  grammarCacheEntriesPerTenant: 16,
   // KV transfer (src/transfer): wire frames, tickets, waits
   transferIdBytesMax: 128,
   transferPageBytesMax: 64 * 1024 * 1024,

@@ -7,7 +7,13 @@ import { after, before, test } from 'node:test';
 import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
 import { type Answer, complete, tokens } from '../serving/isolation-suite.js';
-import { startTestServer, waitForAsync, writeKeyFile } from '../serving/serve-helpers.js';
+import {
+  adminMetrics,
+  startTestServer,
+  waitForAsync,
+  writeAdminTokenFile,
+  writeKeyFile,
+} from '../serving/serve-helpers.js';
 import { poolStats, startTestCluster } from './cluster-helpers.js';
 
 const TENANTS = ['t0', 't1', 't2'];
@@ -16,7 +22,7 @@ let cluster: RunningCluster;
 let plain: RunningServer;
 before(async () => {
   const keys = writeKeyFile(TENANTS);
-  const serve = { apiKeysPath: keys, prefillChunk: 24, stepTokens: 96 };
+  const serve = { apiKeysPath: keys, prefillChunk: 24, stepTokens: 96, adminTokenFile: writeAdminTokenFile() };
   [cluster, plain] = await Promise.all([
     startTestCluster({ serve: { ...serve, prefixCachePages: CACHE_PAGES }, prefill: 2, decode: 1 }),
     startTestServer(serve),
@@ -34,7 +40,7 @@ async function reused(): Promise<number> {
 }
 
 async function metric(name: string): Promise<number> {
-  const text = await (await fetch(`${cluster.url}/metrics`)).text();
+  const text = await adminMetrics(cluster);
   const line = new RegExp(`^${name}\\{[^}]*\\} (\\d+)$`, 'm').exec(text);
   assert.ok(line !== null, `${name} in /metrics`);
   return Number(line[1]);
@@ -84,4 +90,7 @@ test('disaggregated prefix cache: bit-identical answers, reuse only within a ten
   await cluster.dispatcher.refresh();
   assert.equal(await metric('kvfence_kv_pages_cached'), cachedTotal, 'the prefill workers’ cached pages');
   assert.equal(await metric('kvfence_kv_pages_reused'), await reused());
+  const open = await (await fetch(`${cluster.url}/metrics`)).text();
+  assert.match(open, /^kvfence_kv_pages_cached/m);
+  assert.doesNotMatch(open, /kvfence_kv_pages_reused/, 'hits as they happen are the operator’s to read, not anyone’s');
 });
