@@ -27,8 +27,7 @@ export function renderChatPrompt(
   const render = (m: readonly ChatMessage[]) =>
     renderChatTemplate(template, m, {
       addGenerationPrompt: true,
-      bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : '',
-      eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : '',
+      ...templateTokens(tokenizer),
       ...(tools !== undefined ? { tools } : {}),
     });
   const structured = JSON.stringify([tools ?? [], messages.map((m) => [m.tool_calls ?? [], m.tool_call_id ?? ''])]);
@@ -38,6 +37,14 @@ export function renderChatPrompt(
   const [open, close] = markersAbsentFrom(messages);
   const marked = render(messages.map((m) => ({ ...m, content: `${open}${m.content}${close}` })));
   return unmark(marked, open, close);
+}
+
+/** The template's bos_token and eos_token: the vocabulary's texts of those tokens ('' where there is none). */
+export function templateTokens(tokenizer: Tokenizer): { bosToken: string; eosToken: string } {
+  return {
+    bosToken: tokenizer.bosId !== undefined ? tokenizer.tokenText(tokenizer.bosId) : '',
+    eosToken: tokenizer.eosId !== undefined ? tokenizer.tokenText(tokenizer.eosId) : '',
+  };
 }
 
 /** Two private-use code points (plane 16) that no message holds. */

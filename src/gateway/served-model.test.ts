@@ -5,7 +5,11 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { loadTestModel } from '../../test/helpers/models.js';
-import { promptTokens, servedModel } from './served-model.js';
+import type { GgufMetadata } from '../model/gguf-types.js';
+import { BYTE_TO_CHAR } from '../model/pretokenizer.js';
+import { type EncodeOptions, tokenizerFromGguf } from '../model/tokenizer.js';
+import { KvfenceError } from '../util/errors.js';
+import { encodeClientText, promptTokens, type ServedModel, servedModel } from './served-model.js';
 
 const model = loadTestModel({ preset: 'tiny', arch: 'qwen2', dtype: 'f32', seed: 7 });
 const served = servedModel(model, 'm');
@@ -49,4 +53,48 @@ test('control-token text in tool definitions or tool calls is refused, not rende
     promptTokens(served, { kind: 'messages', messages }, 1024, 't', tools),
     (e: { code?: string }) => e.code === 'invalid_request_error',
   );
+});
+
+test('a chat template that fails on a short conversation is refused when the model is served', () => {
+  const chatTemplate = "{{ raise_exception('broken') }}";
+  assert.throws(
+    () => servedModel({ ...model, chatTemplate }, 'm'),
+    (e: unknown) =>
+      e instanceof KvfenceError && e.code === 'invalid_model_file' && /chat template fails/.test(e.message),
+  );
+});
+
+test('the length pre-check counts the whitespace a Phi-3 special token swallows as nothing, and the rest as before', async () => {
+  // llama.cpp gives a model named like Phi-3 RSTRIP special tokens: each swallows any run of whitespace after it
+  const specials = ['<unk>', '<s>', '</s>', '<|endoftext|>', '<|end|>', '<|user|>', '<|assistant|>'];
+  const tokens = [...BYTE_TO_CHAR, ...specials];
+  const meta: GgufMetadata = new Map([
+    ['general.name', { type: 'string', value: 'Phi-3 mini' }],
+    ['tokenizer.ggml.model', { type: 'string', value: 'gpt2' }],
+    ['tokenizer.ggml.tokens', { type: 'array', itemType: 'string', value: tokens }],
+    ['tokenizer.ggml.token_type', { type: 'array', itemType: 'i32', value: tokens.map((_, i) => (i < 256 ? 1 : 3)) }],
+    ['tokenizer.ggml.merges', { type: 'array', itemType: 'string', value: [] }],
+    ['tokenizer.ggml.add_bos_token', { type: 'bool', value: false }],
+  ]);
+  const tokenizer = tokenizerFromGguf(meta);
+  const encoded: string[] = [];
+  const encoder = {
+    encode: async (text: string, options: EncodeOptions) => {
+      encoded.push(text);
+      return tokenizer.encode(text, options);
+    },
+  };
+  const phi3 = { tokenizer, encoder } as unknown as ServedModel;
+  const context = 16;
+  const encode = (text: string) => encodeClientText(phi3, text, { parseSpecial: true }, context, 'prompt', 't');
+  const charsMax = context * tokenizer.longestTokenChars;
+  const swallowed = `<|user|>${' '.repeat(400)}hi<|end|>${'\n'.repeat(400)}<|assistant|>`;
+  assert.ok(swallowed.length > charsMax);
+  assert.equal((await encode(swallowed)).length, 5, 'five tokens: it fits the context');
+  // other whitespace is tokenized as any text: a text too long for the context is still refused before tokenizing
+  const tooLong = (e: unknown) =>
+    e instanceof KvfenceError && e.code === 'context_length_exceeded' && /characters long/.test(e.message);
+  await assert.rejects(encode(`<|user|>hi ${' '.repeat(charsMax)}`), tooLong);
+  await assert.rejects(encode('x'.repeat(charsMax + 1)), tooLong);
+  assert.deepEqual(encoded, [swallowed]);
 });

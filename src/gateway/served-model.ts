@@ -1,11 +1,11 @@
 /** The model a gateway serves, as the gateway needs it: its public id, tokenizer and parsed chat template. */
 import type { Template } from '@huggingface/jinja';
-import { parseChatTemplate } from '../model/chat-template.js';
+import { loadChatTemplate } from '../model/chat-template.js';
 import { EncoderThread } from '../model/encoder-thread.js';
 import type { ModelHead } from '../model/load-model.js';
 import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
 import { KvfenceError } from '../util/errors.js';
-import { renderChatPrompt } from './chat-prompt.js';
+import { renderChatPrompt, templateTokens } from './chat-prompt.js';
 import type { PromptInput } from './schemas.js';
 import { type ToolCallFormat, toolCallFormatOf } from './tool-calls.js';
 
@@ -25,13 +25,18 @@ export interface ServedModel {
 const TOKENIZE_TIMEOUT_MS = 10_000;
 
 export function servedModel(model: ModelHead, id: string): ServedModel {
+  // checked (rendered once, bounded in time) before the tokenizer thread starts: a refused template leaves none running
+  const chatTemplate =
+    model.chatTemplate === undefined
+      ? undefined
+      : loadChatTemplate(model.chatTemplate, templateTokens(model.tokenizer));
   return {
     id,
     createdS: Math.floor(Date.now() / 1000),
     vocabSize: model.config.vocabSize,
     tokenizer: model.tokenizer,
     encoder: new EncoderThread(model.tokenizer, model.path, TOKENIZE_TIMEOUT_MS),
-    chatTemplate: model.chatTemplate === undefined ? undefined : parseChatTemplate(model.chatTemplate),
+    chatTemplate,
     toolCallFormat: toolCallFormatOf(model.chatTemplate),
   };
 }
@@ -56,7 +61,8 @@ export async function encodeClientText(
         `Please reduce the length of the ${param}.`,
       param,
     );
-  if (text.length > context * model.tokenizer.longestTokenChars)
+  const charsMax = context * model.tokenizer.longestTokenChars;
+  if (text.length > charsMax && model.tokenizer.countedChars(text) > charsMax)
     throw tooLong(`is ${text.length} characters long, more than ${context} tokens can hold`);
   const ids = await model.encoder.encode(text, { ...options, stopAfter: context }, tenant);
   if (ids.length > context) throw tooLong(`is more than ${context} tokens long`);

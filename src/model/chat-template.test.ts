@@ -1,10 +1,19 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
+import { REAL_VOCABULARIES } from '../../test/helpers/real-vocab.js';
 import { KvfenceError } from '../util/errors.js';
-import { type ChatMessage, parseChatTemplate, renderChatTemplate } from './chat-template.js';
+import {
+  CHAT_TEMPLATE_PROBE_MS_MAX,
+  type ChatMessage,
+  loadChatTemplate,
+  parseChatTemplate,
+  renderChatTemplate,
+} from './chat-template.js';
 import { metaString } from './gguf-types.js';
 import { tokenizerFromGguf } from './tokenizer.js';
-import { buildTestVocabulary } from './vocab-build.js';
+import { buildTestVocabulary, CHATML_TEMPLATE, LLAMA2_TEMPLATE } from './vocab-build.js';
 
 const CONVERSATION: ChatMessage[] = [
   { role: 'system', content: 'You are terse.' },
@@ -83,17 +92,17 @@ describe('renderChatTemplate', () => {
   });
 });
 
-describe('tools in chat templates', () => {
-  // a Hermes-style template written for this test: tools in a system turn, calls and responses in the history
-  const TOOL_TEMPLATE =
-    '{%- if tools %}<|im_start|>system\n# Tools{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}<|im_end|>\n{% endif %}' +
-    "{%- for message in messages %}{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant" +
-    '{% for call in message.tool_calls %}\n<tool_call>{"name": "{{ call.function.name }}", "arguments": ' +
-    '{{ call.function.arguments | tojson }}}</tool_call>{% endfor %}<|im_end|>\n' +
-    "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>{{ message.content }}</tool_response><|im_end|>\n" +
-    '{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif %}{%- endfor %}' +
-    '{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}';
+// a Hermes-style template written for these tests: tools in a system turn, calls and responses in the history
+const TOOL_TEMPLATE =
+  '{%- if tools %}<|im_start|>system\n# Tools{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}<|im_end|>\n{% endif %}' +
+  "{%- for message in messages %}{%- if message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant" +
+  '{% for call in message.tool_calls %}\n<tool_call>{"name": "{{ call.function.name }}", "arguments": ' +
+  '{{ call.function.arguments | tojson }}}</tool_call>{% endfor %}<|im_end|>\n' +
+  "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>{{ message.content }}</tool_response><|im_end|>\n" +
+  '{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif %}{%- endfor %}' +
+  '{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}';
 
+describe('tools in chat templates', () => {
   it('the tools variable, assistant tool_calls (arguments as objects) and tool messages render as Hugging Face does', () => {
     const tools = [{ type: 'function', function: { name: 'add', parameters: { type: 'object' } } }];
     const prompt = renderChatTemplate(
@@ -123,5 +132,52 @@ describe('tools in chat templates', () => {
       eosToken: '',
     });
     assert.equal(without, '<|im_start|>user\nhi<|im_end|>\n', 'no tools: no tools turn');
+  });
+});
+
+describe('loadChatTemplate (a server renders the template once at load)', () => {
+  const tokens = { bosToken: '<s>', eosToken: '</s>' };
+  /** Mistral 7B Instruct v0.1's: refuses a system turn with its own raise_exception */
+  const MISTRAL_TEMPLATE =
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}" +
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}" +
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" +
+    "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token }}" +
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}";
+  /** Phi-3 mini's */
+  const PHI3_TEMPLATE =
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}" +
+    "{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}" +
+    "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}" +
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+
+  it('passes every template the tests use and the real Llama 3, Qwen 3 and Gemma 3 ones', () => {
+    const real = (['llama3', 'qwen3', 'gemma3'] as const).map((name) => {
+      const config = join(dirname(REAL_VOCABULARIES[name]), 'tokenizer_config.json');
+      return (JSON.parse(readFileSync(config, 'utf8')) as { chat_template: string }).chat_template;
+    });
+    for (const source of [CHATML_TEMPLATE, LLAMA2_TEMPLATE, TOOL_TEMPLATE, MISTRAL_TEMPLATE, PHI3_TEMPLATE, ...real]) {
+      const template = loadChatTemplate(source, tokens);
+      assert.ok(
+        renderChatTemplate(template, [{ role: 'user', content: 'hi' }], { addGenerationPrompt: true, ...tokens }),
+      );
+    }
+  });
+
+  const refused = (pattern: RegExp) => (e: unknown) =>
+    e instanceof KvfenceError && e.code === 'invalid_model_file' && pattern.test(e.message);
+
+  it('refuses a template that takes longer than the bound (it would, on the event loop, for every request)', () => {
+    const slow = '{% for i in range(300000) %}{% endfor %}{{ messages[0].content }}';
+    const pattern = new RegExp(
+      `took \\d+ ms to render a 4-message conversation, over the ${CHAT_TEMPLATE_PROBE_MS_MAX} ms`,
+    );
+    assert.throws(() => loadChatTemplate(slow, tokens), refused(pattern));
+  });
+
+  it('refuses a template that fails with or without a system turn', () => {
+    const failing = /fails on a system, user, assistant, user conversation: /;
+    assert.throws(() => loadChatTemplate("{{ raise_exception('broken') }}", tokens), refused(failing));
+    assert.throws(() => loadChatTemplate('{{ messages[0].content.nope() }}', tokens), refused(failing));
   });
 });

@@ -154,14 +154,21 @@ function readValueType(cursor: FileCursor, path: string, what: string): GgufScal
   return type;
 }
 
-function readValue(cursor: FileCursor, path: string, key: string): GgufValue {
+/** Reads one metadata value; `itemsBefore` array items have been read before it (bounded together, LIMITS). */
+function readValue(cursor: FileCursor, path: string, key: string, itemsBefore: number): GgufValue {
   const type = readValueType(cursor, path, key);
   if (type === 'string') return { type, value: cursor.string(key) };
   if (type === 'bool') return { type, value: cursor.bool(key) };
   if (type !== 'array') return { type, value: cursor.number(type, key) };
   const itemType = readValueType(cursor, path, `${key} items`);
   const count = cursor.u64(`${key} count`);
-  if (count > LIMITS.ggufArrayItemsMax) throw bad(path, `array ${key} has ${count} items`);
+  if (itemsBefore + count > LIMITS.ggufMetadataItemsMax) {
+    throw bad(
+      path,
+      `array ${key} has ${count} items, after ${itemsBefore} in earlier arrays: over the limit of ` +
+        `${LIMITS.ggufMetadataItemsMax} metadata array items in all (LIMITS.ggufMetadataItemsMax)`,
+    );
+  }
   if (itemType === 'array') throw bad(path, `nested arrays are not supported (${key})`);
   if (itemType === 'string') {
     const value: string[] = [];
@@ -230,10 +237,13 @@ function parseHeader(fd: number, path: string): GgufHeader {
   if (entryCount > LIMITS.ggufMetadataEntriesMax) throw bad(path, `${entryCount} metadata entries`);
 
   const metadata: GgufMetadata = new Map();
+  let arrayItems = 0;
   for (let i = 0; i < entryCount; i++) {
     const key = cursor.string('metadata key');
     if (metadata.has(key)) throw bad(path, `duplicate metadata key ${key}`);
-    metadata.set(key, readValue(cursor, path, key));
+    const value = readValue(cursor, path, key, arrayItems);
+    if (value.type === 'array') arrayItems += value.value.length;
+    metadata.set(key, value);
   }
   const alignment = metaNumber(metadata, 'general.alignment') ?? GGUF_DEFAULT_ALIGNMENT;
   if (
@@ -314,11 +324,19 @@ export interface GgufFile {
   arenaBytes: number;
 }
 
-/** Reads the header and every tensor, each straight into its place in one arena from `allocate`. */
-export function readGguf(path: string, allocate: ArenaAllocator = (bytes) => new ArrayBuffer(bytes)): GgufFile {
+/**
+ * Reads the header and every tensor, each straight into its place in one arena from `allocate`. `checkHeader` runs
+ * between the two, so a file its header already refuses costs no arena and no read of its weights.
+ */
+export function readGguf(
+  path: string,
+  allocate: ArenaAllocator = (bytes) => new ArrayBuffer(bytes),
+  checkHeader: (header: GgufHeader) => void = () => {},
+): GgufFile {
   const fd = openFileForReading(path);
   try {
     const header = parseHeader(fd, path);
+    checkHeader(header);
     const offsets: number[] = [];
     let arenaBytes = 0;
     for (const info of header.tensors) {

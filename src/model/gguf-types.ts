@@ -2,6 +2,8 @@
  * GGUF metadata values and tensor descriptions, shared by the reader and the writer.
  * Spec: ggml's docs/gguf.md (versions 2 and 3: 64-bit counts and lengths, little endian).
  */
+import { KvfenceError } from '../util/errors.js';
+
 export const GGUF_MAGIC = 0x46554747; // "GGUF" read as a little-endian u32
 export const GGUF_DEFAULT_ALIGNMENT = 32;
 
@@ -137,28 +139,47 @@ export function tensorByteSize(dtype: WeightDType, count: number): number {
   }
 }
 
-/** Typed accessors that fail with the key's name rather than returning undefined. */
+/**
+ * Typed accessors: undefined when the key is absent; a key present with another type is the file's error (as llama.cpp
+ * refuses it), never read as absent, which would quietly put a default in its place. Numbers are read from any of the
+ * numeric types, as the converters write ids and counts as u32, i32 or u64 alike.
+ */
+function wrongType(key: string, value: GgufValue, expected: string): KvfenceError {
+  const actual = value.type === 'array' ? `array of ${value.itemType}` : value.type;
+  return new KvfenceError('invalid_model_file', `metadata ${key} has type ${actual}, expected ${expected}`);
+}
+
 export function metaString(meta: GgufMetadata, key: string): string | undefined {
   const v = meta.get(key);
-  return v?.type === 'string' ? v.value : undefined;
+  if (v === undefined || v.type === 'string') return v?.value;
+  throw wrongType(key, v, 'string');
 }
 
 export function metaNumber(meta: GgufMetadata, key: string): number | undefined {
   const v = meta.get(key);
-  return v !== undefined && v.type !== 'string' && v.type !== 'bool' && v.type !== 'array' ? v.value : undefined;
+  if (v === undefined) return undefined;
+  if (v.type === 'string' || v.type === 'bool' || v.type === 'array') throw wrongType(key, v, 'a number type');
+  return v.value;
 }
 
 export function metaBool(meta: GgufMetadata, key: string): boolean | undefined {
   const v = meta.get(key);
-  return v?.type === 'bool' ? v.value : undefined;
+  if (v === undefined || v.type === 'bool') return v?.value;
+  throw wrongType(key, v, 'bool');
 }
 
 export function metaStringArray(meta: GgufMetadata, key: string): string[] | undefined {
   const v = meta.get(key);
-  return v?.type === 'array' && v.itemType === 'string' ? v.value : undefined;
+  if (v === undefined) return undefined;
+  if (v.type === 'array' && v.itemType === 'string') return v.value;
+  throw wrongType(key, v, 'array of string');
 }
 
 export function metaNumberArray(meta: GgufMetadata, key: string): number[] | undefined {
   const v = meta.get(key);
-  return v?.type === 'array' && v.itemType !== 'string' && v.itemType !== 'bool' ? v.value : undefined;
+  if (v === undefined) return undefined;
+  if (v.type !== 'array' || v.itemType === 'string' || v.itemType === 'bool') {
+    throw wrongType(key, v, 'array of a number type');
+  }
+  return v.value;
 }

@@ -1,16 +1,26 @@
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, ftruncateSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { runCli } from '../../test/helpers/cli.js';
 import { tempDirectory } from '../../test/helpers/temp.js';
 import { KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
 import { readGguf, readGgufHeader } from './gguf-read.js';
-import { blockSize, GGML_TYPE_CODES, type GgufMetadata, type GgufTensor, type WeightDType } from './gguf-types.js';
+import {
+  blockSize,
+  GGML_TYPE_CODES,
+  type GgufMetadata,
+  type GgufTensor,
+  type GgufValue,
+  metaNumberArray,
+  type WeightDType,
+} from './gguf-types.js';
 import { writeGguf } from './gguf-write.js';
 import { loadModel, loadModelHead } from './load-model.js';
 import { decodeWeights, encodeWeights } from './quant.js';
 import { makeTestModel } from './test-model.js';
+import { tokenizerFromGguf } from './tokenizer.js';
 
 const dir = tempDirectory();
 
@@ -186,4 +196,86 @@ test('a vocabulary size (and embedding) that disagrees with the token list is re
         e.message.includes(`vocabulary size is ${tokens + extra} but the tokenizer has ${tokens} tokens`),
     );
   }
+});
+
+test('metadata array items are bounded in all, as each array is declared, before its items are read', () => {
+  // two arrays, each within the old per-array cap, over the limit together; the second array's items are not in the
+  // file at all: the refusal comes from its declared count
+  const metadata: GgufMetadata = new Map([
+    ['x.first', { type: 'array', itemType: 'u8', value: [7] }],
+    ['x.second', { type: 'array', itemType: 'u8', value: [0] }],
+  ]);
+  const path = sampleFile('items.gguf', metadata, []);
+  const bytes = readFileSync(path);
+  const countAt = bytes.indexOf(Buffer.from('x.second')) + 'x.second'.length + 4 + 4;
+  bytes.writeBigUInt64LE(BigInt(LIMITS.ggufMetadataItemsMax), countAt);
+  writeFileSync(path, bytes.subarray(0, countAt + 8));
+  expectBad(
+    path,
+    new RegExp(
+      `array x\\.second has ${LIMITS.ggufMetadataItemsMax} items, after 1 in earlier arrays: over the limit of ` +
+        `${LIMITS.ggufMetadataItemsMax} metadata array items in all \\(LIMITS\\.ggufMetadataItemsMax\\)`,
+    ),
+  );
+});
+
+test('a header refused for its architecture or tokenizer is refused before any weight memory or read', () => {
+  const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3 });
+  const cases: [string, GgufMetadata, RegExp][] = [
+    ['arch', new Map(model.metadata), /architecture "mamba" is not supported/],
+    ['tokenizer', new Map(model.metadata), /unsupported tokenizer\.ggml\.model 'bert'/],
+  ];
+  cases[0][1].set('general.architecture', { type: 'string', value: 'mamba' });
+  cases[1][1].set('tokenizer.ggml.model', { type: 'string', value: 'bert' });
+  for (const [name, metadata, pattern] of cases) {
+    // one 1 TiB tensor in a sparse file: allocating (or reading) it first failed with V8's RangeError instead
+    const path = sampleFile(`huge-${name}.gguf`, metadata, [
+      { name: 'huge.weight', dtype: 'f32', dims: [8, 1], data: new Float32Array(8) },
+    ]);
+    const bytes = readFileSync(path);
+    const dimsAt = bytes.lastIndexOf(Buffer.from('huge.weight')) + 'huge.weight'.length + 4;
+    bytes.writeBigUInt64LE(BigInt(2 ** 18), dimsAt);
+    bytes.writeBigUInt64LE(BigInt(2 ** 20), dimsAt + 8);
+    writeFileSync(path, bytes);
+    const fd = openSync(path, 'r+');
+    ftruncateSync(fd, bytes.length + 2 ** 40);
+    closeSync(fd);
+    assert.equal(readGgufHeader(path).tensors[0]!.byteSize, 2 ** 40);
+    assert.throws(
+      () => loadModel(path),
+      (e: unknown) => e instanceof KvfenceError && e.code === 'unsupported_model' && pattern.test(e.message),
+    );
+  }
+});
+
+test('a metadata key of the wrong type is refused, naming the key and both types, never read as absent', () => {
+  const model = makeTestModel({ preset: 'tiny', arch: 'qwen2', dtype: 'f32', seed: 3 });
+  const types = metaNumberArray(model.metadata, 'tokenizer.ggml.token_type')!;
+  const cases: [string, GgufValue, string][] = [
+    [
+      'tokenizer.ggml.token_type',
+      { type: 'array', itemType: 'string', value: types.map(String) },
+      'has type array of string, expected array of a number type',
+    ],
+    ['tokenizer.ggml.bos_token_id', { type: 'string', value: '1' }, 'has type string, expected a number type'],
+    ['tokenizer.ggml.add_bos_token', { type: 'u8', value: 1 }, 'has type u8, expected bool'],
+    ['tokenizer.ggml.model', { type: 'u32', value: 2 }, 'has type u32, expected string'],
+  ];
+  for (const [key, value, message] of cases) {
+    const metadata = new Map(model.metadata).set(key, value);
+    assert.throws(
+      () => tokenizerFromGguf(metadata),
+      (e: unknown) =>
+        e instanceof KvfenceError && e.code === 'invalid_model_file' && e.message === `metadata ${key} ${message}`,
+    );
+  }
+  // general.alignment as a string was read as absent (32): written under a key of the same length, then renamed, as
+  // the writer itself refuses it
+  const metadata = new Map(model.metadata).set('general.alignmenX', { type: 'string', value: '64' });
+  metadata.delete('general.alignment');
+  const path = sampleFile('alignment.gguf', metadata);
+  const bytes = readFileSync(path);
+  bytes.write('general.alignment', bytes.indexOf(Buffer.from('general.alignmenX')));
+  writeFileSync(path, bytes);
+  expectBad(path, /metadata general\.alignment has type string, expected a number type/);
 });

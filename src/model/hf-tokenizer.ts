@@ -11,6 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
 import type { GgufMetadata } from './gguf-types.js';
 import { TOKEN_TYPE } from './tokenizer-vocab.js';
 
@@ -74,19 +75,27 @@ export function hfVocabulary(json: Json, config: Json, path: string): HfVocabula
   const model = objectAt(json, 'model');
   if (model?.type !== 'BPE' || !isObject(model.vocab)) throw fail(path, 'only BPE tokenizer.json models are supported');
   const spm = model.byte_fallback === true;
+  // every id below the largest becomes a token: an id is checked against the vocabulary limit before it sizes anything
+  const checkedId = (id: unknown, what: string): number => {
+    if (typeof id === 'number' && Number.isInteger(id) && id >= 0 && id < LIMITS.vocabSizeMax) return id;
+    throw fail(
+      path,
+      `${what} has id ${id}, expected an integer from 0 below ${LIMITS.vocabSizeMax} (LIMITS.vocabSizeMax)`,
+    );
+  };
   const texts: (string | undefined)[] = [];
   const types: number[] = [];
   for (const [text, id] of Object.entries(model.vocab)) {
-    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) throw fail(path, `bad id for '${text}'`);
-    texts[id] = text;
-    types[id] = TOKEN_TYPE.normal;
+    const at = checkedId(id, `'${text}'`);
+    texts[at] = text;
+    types[at] = TOKEN_TYPE.normal;
   }
   const added = Array.isArray(json.added_tokens) ? json.added_tokens : [];
-  for (const entry of added) {
-    if (!isObject(entry) || typeof entry.id !== 'number' || typeof entry.content !== 'string') continue;
-    texts[entry.id] = entry.content;
-    types[entry.id] =
-      entry.special === true || looksSpecial(entry.content) ? TOKEN_TYPE.control : TOKEN_TYPE.userDefined;
+  for (const [i, entry] of added.entries()) {
+    if (!isObject(entry) || typeof entry.content !== 'string') throw fail(path, `added_tokens[${i}] has no content`);
+    const at = checkedId(entry.id, `added token '${entry.content}'`);
+    texts[at] = entry.content;
+    types[at] = entry.special === true || looksSpecial(entry.content) ? TOKEN_TYPE.control : TOKEN_TYPE.userDefined;
   }
   const tokens: string[] = [];
   const tokenTypes: number[] = [];

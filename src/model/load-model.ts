@@ -50,12 +50,21 @@ function configAndTokenizer(metadata: GgufMetadata, path: string): { config: Mod
 
 export function loadModel(path: string): LoadedModel {
   let hugePageBytes = 0;
-  const file = readGguf(path, (bytes) => {
-    const arena = allocateWeightArena(bytes);
-    hugePageBytes = arena.hugePageBytes;
-    return arena.buffer;
-  });
-  const { config, tokenizer } = configAndTokenizer(file.header.metadata, path);
+  let head: { config: ModelConfig; tokenizer: Tokenizer } | undefined;
+  const file = readGguf(
+    path,
+    (bytes) => {
+      const arena = allocateWeightArena(bytes);
+      hugePageBytes = arena.hugePageBytes;
+      return arena.buffer;
+    },
+    // before the weights: a file refused for its architecture, config or tokenizer is refused for that, at once,
+    // not after reading gigabytes of weights (or failing to allocate them)
+    (header) => {
+      head = configAndTokenizer(header.metadata, path);
+    },
+  );
+  const { config, tokenizer } = head!;
   return {
     path,
     config,

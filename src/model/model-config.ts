@@ -71,8 +71,7 @@ export function modelConfigFromGguf(meta: GgufMetadata, path: string): ModelConf
   }
   const need = (key: string): number => {
     const v = metaNumber(meta, `${arch}.${key}`);
-    if (v === undefined || !Number.isFinite(v))
-      throw new KvfenceError('invalid_model_file', `${path}: ${arch}.${key} is missing`);
+    if (v === undefined) throw new KvfenceError('invalid_model_file', `${path}: ${arch}.${key} is missing`);
     return v;
   };
   const dim = need('embedding_length');
@@ -94,6 +93,12 @@ export function modelConfigFromGguf(meta: GgufMetadata, path: string): ModelConf
   const ropeTheta = metaNumber(meta, `${arch}.rope.freq_base`) ?? 10000;
   const swa = arch === 'gemma3' ? (metaNumber(meta, `${arch}.attention.sliding_window`) ?? 0) : 0;
   const swaPeriod = metaNumber(meta, `${arch}.attention.sliding_window_pattern`) ?? GEMMA3_SWA_PERIOD;
+  if (!Number.isInteger(swaPeriod) || swaPeriod < 0) {
+    throw new KvfenceError(
+      'invalid_model_file',
+      `${path}: ${arch}.attention.sliding_window_pattern is ${swaPeriod}, expected a non-negative integer`,
+    );
+  }
   const vocabSize =
     metaNumber(meta, `${arch}.vocab_size`) ?? metaStringArray(meta, 'tokenizer.ggml.tokens')?.length ?? 0;
   const config: ModelConfig = {
@@ -165,21 +170,44 @@ function validate(c: ModelConfig, path: string): void {
   for (const [name, value] of Object.entries(positive)) {
     if (!Number.isInteger(value) || value < 1) throw fail(`${name} is ${value}, expected a positive integer`);
   }
+  // every float, read or derived, finite and above 0: an Infinity here ran and answered garbage tokens as a success
+  const positiveFloats = {
+    'normEps (attention.layer_norm_rms_epsilon)': c.normEps,
+    'ropeTheta (rope.freq_base)': c.ropeTheta,
+    'ropeThetaSliding (rope.freq_base_swa)': c.ropeThetaSliding,
+    'ropeFreqScale (1 / rope.scaling.factor)': c.ropeFreqScale,
+    'ropeAttnFactor (rope.scaling.attn_factor)': c.ropeAttnFactor,
+    embeddingScale: c.embeddingScale,
+    attentionScale: c.attentionScale,
+  };
+  for (const [name, value] of Object.entries(positiveFloats)) {
+    if (!Number.isFinite(value) || value <= 0) throw fail(`${name} is ${value}, expected a finite number above 0`);
+  }
+  // 0 turns the cap off
+  if (!Number.isFinite(c.finalLogitSoftcap) || c.finalLogitSoftcap < 0) {
+    throw fail(`final_logit_softcapping is ${c.finalLogitSoftcap}, expected a finite number, 0 or more`);
+  }
+  // the native kernels keep a head's accumulators on the stack, up to this size: a larger head would start a server
+  // whose every request fails
+  if (c.headDim > LIMITS.headDimMax) {
+    throw new KvfenceError(
+      'unsupported_model',
+      `${path}: head size ${c.headDim} exceeds the ${LIMITS.headDimMax} kvfence supports (LIMITS.headDimMax)`,
+    );
+  }
   if (c.headCount % c.kvHeadCount !== 0)
     throw fail(`head count ${c.headCount} is not a multiple of the KV head count ${c.kvHeadCount}`);
   if (c.layerCount > LIMITS.layerCountMax) throw fail(`${c.layerCount} layers`);
   if (c.vocabSize > LIMITS.vocabSizeMax) throw fail(`vocabulary of ${c.vocabSize}`);
   if (c.contextLength > LIMITS.contextTokensMax)
     throw fail(`context length ${c.contextLength} exceeds ${LIMITS.contextTokensMax}`);
-  if (c.ropeDim % 2 !== 0 || c.ropeDim > c.headDim)
-    throw fail(`rope dimension ${c.ropeDim} does not fit head dimension ${c.headDim}`);
-  if (!(c.normEps > 0) || !(c.ropeTheta > 0)) throw fail('norm epsilon and rope base must be positive');
+  // rotated in pairs; 0 rotates nothing (a negative count passed `% 2` as -0 and crashed the native backend)
+  if (!Number.isInteger(c.ropeDim) || c.ropeDim < 0 || c.ropeDim % 2 !== 0 || c.ropeDim > c.headDim) {
+    throw fail(`rope dimension ${c.ropeDim} is not an even count from 0 to the head dimension ${c.headDim}`);
+  }
   // llama.cpp refuses a partial rotation for llama (its graph asserts n_rot == head size)
   if (c.arch === 'llama' && c.ropeDim !== c.headDim)
     throw fail(`rope dimension ${c.ropeDim} differs from head size ${c.headDim}`);
-  if (!(c.ropeFreqScale > 0) || !(c.ropeAttnFactor > 0) || !(c.ropeThetaSliding > 0))
-    throw fail('RoPE scaling factors and bases must be positive');
   if (!Number.isInteger(c.slidingWindow) || c.slidingWindow < 0)
     throw fail(`sliding window ${c.slidingWindow}, expected a non-negative integer`);
-  if (!(c.finalLogitSoftcap >= 0)) throw fail(`final logit softcap ${c.finalLogitSoftcap}`);
 }

@@ -7,13 +7,22 @@ import { assert } from './assert.js';
 export const LIMITS = {
   // GGUF files
   ggufStringBytesMax: 64 * 1024 * 1024,
-  ggufArrayItemsMax: 16 * 1024 * 1024,
+  /**
+   * array items over all metadata entries together, checked as each array is declared, before it is read: an item is
+   * one byte in the file (a u8 or bool) but a slot of a JS array, ~16 bytes of heap while the array grows, and a short
+   * string ~40, so a file of many full arrays exhausted the heap. Real metadata is a vocabulary: a 256k-token one
+   * (tokens, scores, types and merges) is ~1M items, the largest kvfence accepts (vocabSizeMax) ~5M; 16M leaves room
+   * for that three times over and bounds the metadata at well under 1 GiB of heap.
+   */
+  ggufMetadataItemsMax: 16 * 1024 * 1024,
   ggufMetadataEntriesMax: 65_536,
   ggufTensorCountMax: 65_536,
   ggufTensorDimsMax: 4,
   ggufAlignmentMax: 1 << 20,
   // models
   vocabSizeMax: 1 << 20,
+  /** the native kernels keep a head's accumulators on the stack: kHeadDimMax in native/src/kernels.h */
+  headDimMax: 1024,
   layerCountMax: 512,
   contextTokensMax: 1 << 22,
   // generation
@@ -88,7 +97,10 @@ export const LIMITS = {
   workerRestartsMax: 5,
 } as const;
 
-assert(LIMITS.ggufArrayItemsMax >= LIMITS.vocabSizeMax, 'a vocabulary array must fit a GGUF array');
+assert(
+  LIMITS.ggufMetadataItemsMax >= 5 * LIMITS.vocabSizeMax,
+  'the largest vocabulary (tokens, scores, types, merges) must fit the metadata',
+);
 assert(
   LIMITS.stepTokensMax >= LIMITS.runningSequencesMax,
   'a step must be able to hold one decode token per running sequence',
