@@ -1,3 +1,4 @@
+// A model config from GGUF metadata: what llama.cpp reads, and the values that cannot run refused at load.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { KvfenceError } from '../util/errors.js';
@@ -53,4 +54,19 @@ test('a head larger than the native kernels take is an unsupported model at load
       e.code === 'unsupported_model' &&
       e.message === 'm.gguf: head size 2048 exceeds the 1024 kvfence supports (LIMITS.headDimMax)',
   );
+});
+
+test('a sliding-window pattern as a flag a layer (newer converters) reads as its period does; a wrong count is refused', () => {
+  const layers = modelConfigFromGguf(metadataWith('gemma3', {}), 'm.gguf').slidingLayers;
+  assert.ok(layers.includes(true) && layers.includes(false), 'the tiny gemma3 (period 2) has both kinds of layer');
+  const flags = (value: boolean[]): GgufValue => ({ type: 'array', itemType: 'bool', value });
+  const asFlags = metadataWith('gemma3', {
+    'attention.sliding_window_pattern': flags(layers.map((_, l) => l % 2 < 1)),
+  });
+  assert.deepEqual(modelConfigFromGguf(asFlags, 'm.gguf').slidingLayers, layers);
+  const uneven = layers.map((_, l) => l === layers.length - 1);
+  const custom = metadataWith('gemma3', { 'attention.sliding_window_pattern': flags(uneven) });
+  assert.deepEqual(modelConfigFromGguf(custom, 'm.gguf').slidingLayers, uneven);
+  const short = metadataWith('gemma3', { 'attention.sliding_window_pattern': flags([true]) });
+  assert.throws(() => modelConfigFromGguf(short, 'm.gguf'), /sliding_window_pattern has 1 flags for \d+ layers/);
 });

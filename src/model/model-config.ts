@@ -17,6 +17,27 @@ export type FfnActivation = 'silu' | 'gelu';
 const ROPE_SCALING_TYPES = ['none', 'linear', 'longrope'] as const;
 /** llama.cpp's default sliding-window period for gemma3 (every 6th layer global) and its default SWA RoPE base. */
 const GEMMA3_SWA_PERIOD = 6;
+
+/**
+ * Which layers attend within the sliding window, from the key's two forms in llama.cpp: a period (set_swa_pattern:
+ * every period-th layer, the last of each group, is global; 0: every layer slides), or a flag a layer (what newer
+ * converters write from a Hugging Face config's `layer_types`). Without the key, gemma3's period of 6.
+ */
+function slidingLayers(meta: GgufMetadata, key: string, layerCount: number, path: string): boolean[] {
+  const value = meta.get(key);
+  if (value?.type === 'array' && value.itemType === 'bool') {
+    if (value.value.length !== layerCount)
+      throw new KvfenceError(
+        'invalid_model_file',
+        `${path}: ${key} has ${value.value.length} flags for ${layerCount} layers`,
+      );
+    return value.value;
+  }
+  const period = metaNumber(meta, key) ?? GEMMA3_SWA_PERIOD;
+  if (!Number.isInteger(period) || period < 0)
+    throw new KvfenceError('invalid_model_file', `${path}: ${key} is ${period}, expected a non-negative integer`);
+  return Array.from({ length: layerCount }, (_, l) => period === 0 || l % period < period - 1);
+}
 const SWA_ROPE_BASE_DEFAULT = 10_000;
 
 export interface ModelConfig {
@@ -92,13 +113,6 @@ export function modelConfigFromGguf(meta: GgufMetadata, path: string): ModelConf
   const contextLength = need('context_length');
   const ropeTheta = metaNumber(meta, `${arch}.rope.freq_base`) ?? 10000;
   const swa = arch === 'gemma3' ? (metaNumber(meta, `${arch}.attention.sliding_window`) ?? 0) : 0;
-  const swaPeriod = metaNumber(meta, `${arch}.attention.sliding_window_pattern`) ?? GEMMA3_SWA_PERIOD;
-  if (!Number.isInteger(swaPeriod) || swaPeriod < 0) {
-    throw new KvfenceError(
-      'invalid_model_file',
-      `${path}: ${arch}.attention.sliding_window_pattern is ${swaPeriod}, expected a non-negative integer`,
-    );
-  }
   const vocabSize =
     metaNumber(meta, `${arch}.vocab_size`) ?? metaStringArray(meta, 'tokenizer.ggml.tokens')?.length ?? 0;
   const config: ModelConfig = {
@@ -119,10 +133,8 @@ export function modelConfigFromGguf(meta: GgufMetadata, path: string): ModelConf
     ...ropeScaling(meta, arch, path),
     ropeOriginalContext: metaNumber(meta, `${arch}.rope.scaling.original_context_length`) ?? contextLength,
     slidingWindow: swa,
-    // llama.cpp's set_swa_pattern(period): every period-th layer (the last of each group) is global
-    slidingLayers: Array.from(
-      { length: layerCount },
-      (_, l) => swa > 0 && (swaPeriod === 0 || l % swaPeriod < swaPeriod - 1),
+    slidingLayers: slidingLayers(meta, `${arch}.attention.sliding_window_pattern`, layerCount, path).map(
+      (sliding) => swa > 0 && sliding,
     ),
     ropeThetaSliding: metaNumber(meta, `${arch}.rope.freq_base_swa`) ?? SWA_ROPE_BASE_DEFAULT,
     embeddingScale: arch === 'gemma3' ? Math.fround(Math.sqrt(dim)) : 1,
