@@ -83,8 +83,22 @@ Span<float> floatsArg(const Napi::CallbackInfo& info, size_t index, const char* 
 Span<uint16_t> halvesArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
   return typedArrayArg<uint16_t>(info, index, napi_uint16_array, "Uint16Array", name);
 }
-Span<int32_t> int32sArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
-  return typedArrayArg<int32_t>(info, index, napi_int32_array, "Int32Array", name);
+// An index array (positions, page tables, lengths, token ids), copied before it is checked: kernels read it while they
+// write their outputs, and the caller's view could share memory with an output (or be a SharedArrayBuffer another
+// thread writes), so a row's index could change after it passed its check. The copy is what was checked. They are
+// small: a few values a row.
+struct Int32s {
+  std::unique_ptr<int32_t[]> owned;  // moves keep `data` valid; copies are not allowed
+  int32_t* data;
+  size_t length;
+};
+
+Int32s int32sArg(const Napi::CallbackInfo& info, size_t index, const char* name) {
+  const auto view = typedArrayArg<int32_t>(info, index, napi_int32_array, "Int32Array", name);
+  std::unique_ptr<int32_t[]> owned(new int32_t[view.length == 0 ? 1 : view.length]);
+  if (view.length > 0) std::memcpy(owned.get(), view.data, view.bytes());
+  int32_t* data = owned.get();
+  return {std::move(owned), data, view.length};
 }
 
 int64_t integerValue(Napi::Env env, Napi::Value v, const char* name, int64_t min, int64_t max) {
@@ -273,9 +287,8 @@ class Context : public Napi::ObjectWrap<Context> {
   Napi::Value Matmuls(const Napi::CallbackInfo& info) {
     const Napi::Env env = info.Env();
     const KernelTable& k = kernels(env);
-    const auto xArg = floatsArg(info, 0, "x");
-    const int64_t rowCount = integerArg(info, 1, "rowCount", 0, kDimMax);
-    const int64_t inDim = integerArg(info, 2, "inDim", 1, kDimMax);
+    // parts' entries first, before any typed array's memory is taken: reading an array may run JavaScript (a getter,
+    // a Proxy), which could detach or free a buffer already taken
     if (!info[3].IsArray()) throwType(env, "parts must be an array");
     const auto list = info[3].As<Napi::Array>();
     const uint32_t fields = list.Length();
@@ -283,6 +296,11 @@ class Context : public Napi::ObjectWrap<Context> {
       throwRange(env, "parts must describe 1 to " + std::to_string(kMatmulPartsMax) + " products, " +
                           std::to_string(kMatmulPartFields) + " entries each");
     }
+    Napi::Value entries[kMatmulPartsMax * kMatmulPartFields];
+    for (uint32_t i = 0; i < fields; i++) entries[i] = list.Get(i);
+    const auto xArg = floatsArg(info, 0, "x");
+    const int64_t rowCount = integerArg(info, 1, "rowCount", 0, kDimMax);
+    const int64_t inDim = integerArg(info, 2, "inDim", 1, kDimMax);
     const uint32_t count = fields / kMatmulPartFields;
     requireLength(env, xArg.length, rowCount * inDim, "x");
     const Span<float> x{xArg.data, static_cast<size_t>(rowCount * inDim)};
@@ -305,16 +323,16 @@ class Context : public Napi::ObjectWrap<Context> {
     job.firstTask[0] = 0;
     for (uint32_t p = 0; p < count; p++) {
       const uint32_t base = p * kMatmulPartFields;
-      const auto out = typedArrayValue<float>(env, list.Get(base), napi_float32_array, "Float32Array", "out");
-      const int64_t outDim = integerValue(env, list.Get(base + 3), "outDim", 1, kDimMax);
-      const WeightArg w = weightValue(env, list.Get(base + 1), list.Get(base + 2), inDim, outDim);
-      const Napi::Value biasValue = list.Get(base + 4);
+      const auto out = typedArrayValue<float>(env, entries[base], napi_float32_array, "Float32Array", "out");
+      const int64_t outDim = integerValue(env, entries[base + 3], "outDim", 1, kDimMax);
+      const WeightArg w = weightValue(env, entries[base + 1], entries[base + 2], inDim, outDim);
+      const Napi::Value biasValue = entries[base + 4];
       Span<float> bias{nullptr, 0};
       if (!biasValue.IsNull() && !biasValue.IsUndefined()) {
         bias = typedArrayValue<float>(env, biasValue, napi_float32_array, "Float32Array", "bias");
         if (static_cast<int64_t>(bias.length) != outDim) throwRange(env, "bias must hold outDim values");
       }
-      const bool accumulate = integerValue(env, list.Get(base + 5), "accumulate", 0, 1) == 1;
+      const bool accumulate = integerValue(env, entries[base + 5], "accumulate", 0, 1) == 1;
       requireLength(env, out.length, rowCount * outDim, "out");
       checked[p] = {{out.data, static_cast<size_t>(rowCount * outDim)}, w, bias};
       job.parts[p] = {out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
@@ -596,6 +614,8 @@ class Context : public Napi::ObjectWrap<Context> {
     const int64_t tablePositions = integerArg(info, 7, "tablePositions", 0, int64_t{1} << 31);
     const int64_t neox = integerArg(info, 8, "neox", 0, 1);
     if (ropeDim % 2 != 0) throwRange(env, "ropeDim must be even");
+    // a row's width bounded first, so that the row count times it cannot overflow
+    if (headCount * headDim > kDimMax) throwRange(env, "headCount * headDim must be at most 2^24");
     requireLength(env, x.length, rowCount * headCount * headDim, "x");
     requireLength(env, positions.length, rowCount, "positions");
     requireLength(env, cosSin.length, tablePositions * ropeDim, "cosSin");
