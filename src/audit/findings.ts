@@ -20,6 +20,7 @@ export const DEFAULT_SCENARIOS: readonly ScenarioName[] = SCENARIOS.filter((s) =
 export type FindingKind =
   | 'canary_leak'
   | 'noninterference'
+  | 'noninterference_wrong_status'
   | 'context_oversize_served'
   | 'context_advertised_refused'
   | 'context_wrong_status'

@@ -122,7 +122,7 @@ export async function runNoninterference(ctx: AuditContext, result: ScenarioResu
     if (!completed(record)) {
       // it answered alone: failing among other traffic (a 500, an error event) is interference, not an honest refusal
       result.findings.push({
-        kind: 'noninterference',
+        kind: 'noninterference_wrong_status',
         scenario: 'noninterference',
         summary:
           `probe ${probe.index} of ${probe.tenant.name} answered alone but failed under load: ` +
