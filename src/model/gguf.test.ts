@@ -269,6 +269,13 @@ test('a metadata key of the wrong type is refused, naming the key and both types
         e instanceof KvfenceError && e.code === 'invalid_model_file' && e.message === `metadata ${key} ${message}`,
     );
   }
+  // loaded from a file, the refusal names the file too
+  const file = sampleFile('bos-string.gguf', new Map(model.metadata).set('tokenizer.ggml.bos_token_id', cases[1]![1]));
+  assert.throws(
+    () => loadModel(file),
+    (e: unknown) =>
+      e instanceof KvfenceError && e.message === `${file}: metadata tokenizer.ggml.bos_token_id ${cases[1]![2]}`,
+  );
   // general.alignment as a string was read as absent (32): written under a key of the same length, then renamed, as
   // the writer itself refuses it
   const metadata = new Map(model.metadata).set('general.alignmenX', { type: 'string', value: '64' });

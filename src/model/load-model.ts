@@ -37,8 +37,17 @@ export function loadModelHead(path: string): ModelHead {
  * pass ids the tokenizer cannot read, or refuse ids it can.
  */
 function configAndTokenizer(metadata: GgufMetadata, path: string): { config: ModelConfig; tokenizer: Tokenizer } {
-  const config = modelConfigFromGguf(metadata, path);
-  const tokenizer = tokenizerFromGguf(metadata);
+  let config: ModelConfig;
+  let tokenizer: Tokenizer;
+  try {
+    config = modelConfigFromGguf(metadata, path);
+    tokenizer = tokenizerFromGguf(metadata);
+  } catch (error) {
+    // the tokenizer and the metadata accessors name the key at fault, not the file: the refusal names both
+    if (error instanceof KvfenceError && !error.message.startsWith(path))
+      throw new KvfenceError(error.code, `${path}: ${error.message}`);
+    throw error;
+  }
   if (tokenizer.vocabSize !== config.vocabSize) {
     throw new KvfenceError(
       'invalid_model_file',
