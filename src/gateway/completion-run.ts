@@ -179,7 +179,9 @@ export class CompletionRun {
       },
       topLogprobs: parsed.logprobs ? parsed.topLogprobs : 0,
       ...(parsed.logprobs ? {} : { logprobs: false }),
-      tenantKvPagesMax: ctx.tenants.limitsOf(this.tenant).kvPagesMax,
+      // the cluster-wide quota: workers count the tenant's requests from every gateway together, and each gateway's
+      // gate holds only its share, so a worker holding a share would let one gateway's requests wait on another's
+      tenantKvPagesMax: ctx.tenants.clusterLimitsOf(this.tenant).kvPagesMax,
       ...(parsed.constraint !== undefined ? { constraint: parsed.constraint } : {}),
       ...(parsed.n > 1 ? { choices: parsed.n } : {}),
     };

@@ -54,6 +54,7 @@ test('gateways sharing a cluster each enforce their share of every limit, so the
   const dir = new TenantDirectory(file({ acme: { concurrentRequestsMax: 5, kvPagesMax: 64 } }), LIMITS_DEFAULT, 2);
   assert.deepEqual(dir.limitsOf('acme'), { concurrentRequestsMax: 2, kvPagesMax: 32 }, 'rounded down: 2 + 2 ≤ 5');
   assert.deepEqual(dir.limitsOf('globex'), { concurrentRequestsMax: 4, kvPagesMax: 64 });
+  assert.deepEqual(dir.clusterLimitsOf('acme'), { concurrentRequestsMax: 5, kvPagesMax: 64 }, 'what workers check');
   assert.equal(dir.smallestPageQuota(), 32, 'the capacity proof checks the context against a share');
   // a limit that leaves some gateway nothing is refused, at startup and at a reload (the old table stays)
   const tooSmall = file({ acme: { concurrentRequestsMax: 1 } });

@@ -136,7 +136,15 @@ export class TenantDirectory {
 
   /** What `tenant` may use through this gateway: its share of its cluster-wide limits */
   limitsOf(tenant: string): TenantLimits {
-    return this.shareOf({ ...this.defaults, ...this.file?.tenants.get(tenant) });
+    return this.shareOf(this.clusterLimitsOf(tenant));
+  }
+
+  /**
+   * `tenant`'s limits across the cluster: what a worker checks a request against (it serves every gateway, whose gates
+   * each hold their share, so together they stay within these)
+   */
+  clusterLimitsOf(tenant: string): TenantLimits {
+    return { ...this.defaults, ...this.file?.tenants.get(tenant) };
   }
 
   /** A gateway's share of cluster-wide limits */
