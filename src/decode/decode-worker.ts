@@ -206,9 +206,14 @@ export class DecodeWorker {
   private admit(): void {
     if (this.closed || this.queue.length === 0) return;
     const { pool } = this.options;
-    let running = this.options.runner.engine.stats().running;
-    for (const h of this.held.values()) if (h.state.name === 'transferring') running += h.slots;
-    const room = poolRoom(pool, undefined, running, this.options.runningMax); // decode keeps no prefix cache
+    const { engine } = this.options.runner;
+    const slotsOf = (tenant?: string) => {
+      let slots = engine.runningSlots(tenant);
+      for (const h of this.held.values())
+        if (h.state.name === 'transferring' && (tenant === undefined || h.tenant === tenant)) slots += h.slots;
+      return slots;
+    };
+    const room = poolRoom(pool, undefined, slotsOf(), this.options.runningMax, slotsOf); // decode keeps no prefix cache
     for (const h of pickAdmissions(this.queue, room)) {
       this.queue.splice(this.queue.indexOf(h), 1);
       assert(h.state.name === 'queued', 'only queued requests are admitted');

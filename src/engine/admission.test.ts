@@ -93,8 +93,22 @@ const candidate = (name: string, pagesNeeded: number, tenantPagesMax = 100): Can
   tenantPagesMax,
 });
 
-function room(freePages: number, held: Record<string, number> = {}, runningMax = 100, running = 0): AdmissionRoom {
-  return { running, runningMax, freePages, pagesOfTenant: (tenant) => held[tenant] ?? 0 };
+/** A pool of 100 pages: `held` pages and `slots` batch slots per tenant (the shares admission compares). */
+function room(
+  freePages: number,
+  held: Record<string, number> = {},
+  runningMax = 100,
+  running = 0,
+  slots: Record<string, number> = {},
+): AdmissionRoom {
+  return {
+    running,
+    runningMax,
+    freePages,
+    poolPages: 100,
+    pagesOfTenant: (tenant) => held[tenant] ?? 0,
+    slotsOfTenant: (tenant) => slots[tenant] ?? 0,
+  };
 }
 
 const names = (admitted: readonly Candidate[]) => admitted.map((c) => c.name);
@@ -104,10 +118,23 @@ test('a tenant at its quota waits in its own order while other tenants pass', ()
   queue.push(candidate('c1', 3));
   // a holds 9 of 10: a1 (2) does not fit its quota; a2 and a3 (1 each) would, but must not pass a1
   assert.deepEqual(names(pickAdmissions(queue, room(50, { a: 9 }))), ['b1', 'c1']);
-  assert.deepEqual(names(pickAdmissions(queue, room(50, { a: 0 }))), ['a1', 'a2', 'b1', 'a3', 'c1']);
+  // within their quotas the tenants take turns, the one holding least first, each in its own order
+  assert.deepEqual(names(pickAdmissions(queue, room(50, { a: 0 }))), ['a1', 'b1', 'c1', 'a2', 'a3']);
 });
 
-test('a request larger than the free pages stops admission for everyone behind it', () => {
+test('the tenant holding least goes first: one inside its limits cannot keep another out of the batch or the pool', () => {
+  // a holds 31 of 32 slots and asked first; one slot is free: b, holding nothing, takes it
+  const slots = [candidate('a5', 1), candidate('a6', 1), candidate('b1', 1)];
+  assert.deepEqual(names(pickAdmissions(slots, room(50, { a: 31 }, 32, 31, { a: 31 }))), ['b1']);
+  // a holds 95 of the 100 pages and its next request wants 10 of the 5 free: b's one page passes it
+  const pages = [candidate('a20', 10), candidate('b1', 1)];
+  assert.deepEqual(names(pickAdmissions(pages, room(5, { a: 95 }, 32, 19, { a: 19 }))), ['b1']);
+  // the share is the larger of slots and pages: b holds 40 pages in one slot, a 16 slots of 32 with a page each
+  const mixed = [candidate('a9', 1), candidate('b2', 1)];
+  assert.deepEqual(names(pickAdmissions(mixed, room(50, { a: 16, b: 40 }, 32, 31, { a: 16, b: 1 }))), ['b2']);
+});
+
+test('the request chosen waits for room, and everyone with it: nothing passes it for being small', () => {
   const queue = [candidate('b0', 1), candidate('a1', 6), candidate('b1', 1), candidate('c1', 1)];
   assert.deepEqual(names(pickAdmissions(queue, room(5))), ['b0']);
   assert.deepEqual(names(pickAdmissions(queue, room(7))), ['b0', 'a1']);
@@ -128,16 +155,17 @@ test('a tenant at its quota waits without holding others, even when it asks for 
 });
 
 test('pages admitted in the same pass count against the tenant quota and the free pages', () => {
-  // a's quota is 5 and it holds 1: a1 (2) fits, a2 (2) fits (1+2+2 = 5), a3 (1) does not (6)
+  // a's quota is 5 and it holds 1: a1 (2) fits, a2 (2) fits (1+2+2 = 5), a3 (1) does not (6); b, holding none, first
   const quota = [candidate('a1', 2, 5), candidate('a2', 2, 5), candidate('a3', 1, 5), candidate('b1', 1)];
-  assert.deepEqual(names(pickAdmissions(quota, room(50, { a: 1 }))), ['a1', 'a2', 'b1']);
+  assert.deepEqual(names(pickAdmissions(quota, room(50, { a: 1 }))), ['b1', 'a1', 'a2']);
   // 6 pages free: a1 (3) and b1 (3) take them all; c1 (1) no longer fits and stops the pass
   const pool = [candidate('a1', 3), candidate('b1', 3), candidate('c1', 1)];
   assert.deepEqual(names(pickAdmissions(pool, room(6))), ['a1', 'b1']);
 });
 
-test('property: admission respects free pages, runningMax, quotas, arrival order and each tenant order', () => {
+test('property: admission respects free pages, runningMax, quotas, each tenant order, and goes to the least held', () => {
   const TENANTS = ['a', 'b', 'c'];
+  const perTenant = (n: number) => fc.record({ a: fc.nat(n), b: fc.nat(n), c: fc.nat(n) });
   const scenario = fc.record({
     queue: fc.array(fc.record({ tenant: fc.constantFrom(...TENANTS), pagesNeeded: fc.integer({ min: 1, max: 5 }) }), {
       maxLength: 12,
@@ -148,9 +176,9 @@ test('property: admission respects free pages, runningMax, quotas, arrival order
       b: fc.integer({ min: 1, max: 12 }),
       c: fc.integer({ min: 1, max: 12 }),
     }),
-    held: fc.record({ a: fc.nat(5), b: fc.nat(5), c: fc.nat(5) }),
+    held: perTenant(5),
+    slots: perTenant(2),
     freePages: fc.nat(24),
-    running: fc.nat(2),
     runningMax: fc.integer({ min: 1, max: 8 }),
   });
   let admittedTotal = 0;
@@ -159,40 +187,39 @@ test('property: admission respects free pages, runningMax, quotas, arrival order
     fc.property(scenario, (s) => {
       const quota: Record<string, number> = s.quota;
       const held: Record<string, number> = s.held;
+      const slotsHeld: Record<string, number> = s.slots;
+      const running = TENANTS.reduce((sum, t) => sum + slotsHeld[t]!, 0);
       const queue = s.queue.map((q, i) => ({ ...q, name: `${q.tenant}${i}`, tenantPagesMax: quota[q.tenant]! }));
-      const pagesHeld = (tenant: string) => held[tenant]!;
-      const admitted = pickAdmissions(queue, { ...s, pagesOfTenant: pagesHeld });
+      const admitted = pickAdmissions(queue, room(s.freePages, held, s.runningMax, running, slotsHeld));
       admittedTotal += admitted.length;
       const positions = admitted.map((c) => queue.indexOf(c));
       if (positions.some((p, i) => p !== i)) passed++;
-      assert.deepEqual(
-        positions,
-        [...positions].sort((x, y) => x - y),
-        'arrival order',
-      );
       assert.equal(new Set(positions).size, positions.length, 'each candidate once');
       assert.ok(admitted.reduce((sum, c) => sum + c.pagesNeeded, 0) <= s.freePages, 'free pages');
-      assert.ok(admitted.length <= Math.max(0, s.runningMax - s.running), 'runningMax');
+      assert.ok(admitted.length <= Math.max(0, s.runningMax - running), 'runningMax');
       for (const tenant of TENANTS) {
         const mine = admitted.filter((c) => c.tenant === tenant);
         const added = mine.reduce((sum, c) => sum + c.pagesNeeded, 0);
-        if (mine.length > 0) assert.ok(pagesHeld(tenant) + added <= quota[tenant]!, `quota of ${tenant}`);
+        if (mine.length > 0) assert.ok(held[tenant]! + added <= quota[tenant]!, `quota of ${tenant}`);
         // the tenant's admitted requests are a prefix of its queued ones: none passed an earlier one that waits
         const queued = queue.filter((c) => c.tenant === tenant);
         assert.deepEqual(mine, queued.slice(0, mine.length), `order of ${tenant}`);
       }
-      // not vacuous: a head that fits everything is admitted
-      const head = queue[0];
-      if (
-        head !== undefined &&
-        s.running < s.runningMax &&
-        head.pagesNeeded <= s.freePages &&
-        pagesHeld(head.tenant) + head.pagesNeeded <= head.tenantPagesMax
-      ) {
-        assert.equal(admitted[0], head, 'a head that fits is admitted');
-      }
+      // the first admitted is the head of a tenant holding least among those whose head its quota lets through
+      const share = (t: string) => Math.max(slotsHeld[t]! / s.runningMax, held[t]! / 100);
+      const heads = TENANTS.map((t) => queue.find((c) => c.tenant === t)).filter(
+        (c): c is (typeof queue)[number] => c !== undefined && held[c.tenant]! + c.pagesNeeded <= c.tenantPagesMax,
+      );
+      const least = Math.min(...heads.map((c) => share(c.tenant)));
+      const first = heads
+        .filter((c) => share(c.tenant) === least)
+        .sort((x, y) => queue.indexOf(x) - queue.indexOf(y))[0];
+      if (admitted.length > 0) assert.equal(admitted[0], first, 'the least held goes first');
+      // not vacuous: that head, when it fits, is admitted
+      if (first !== undefined && running < s.runningMax && first.pagesNeeded <= s.freePages)
+        assert.equal(admitted[0], first, 'a head that fits is admitted');
     }),
     { numRuns: 500, seed: 20260610 },
   );
-  assert.ok(admittedTotal > 350 && passed > 100, `admitted: ${admittedTotal}, runs with a pass: ${passed}`);
+  assert.ok(admittedTotal > 300 && passed > 100, `admitted: ${admittedTotal}, runs with a pass: ${passed}`);
 });

@@ -3,15 +3,21 @@
  * reserved, and which waiting requests a worker admits next. The gateway, the colocated engine, the prefill engine and
  * the decode worker all call these two functions; none has a copy.
  *
- * Who waits for whom (pickAdmissions, one pass over the queue in arrival order):
+ * Who goes next (pickAdmissions): of the tenants with a request waiting, the one holding the smallest share of the
+ * worker — its slots in the running batch or its pages in the pool, whichever share is larger — with its oldest
+ * request; arrival breaks ties. Each tenant's requests keep their order.
  *
  *   queue:  a1  a2  b1  a3  c1          (a is at its page quota, the pool has room)
  *           ──  ──  ✔   ──  ✔           a waits, keeping its own order; b and c pass it
  *
- *   queue:  a1  b1  c1                  (a1 needs more pages than are free)
- *           ──  ──  ──                  admission stops: a large request is not starved by small ones
+ *   queue:  a5  a6  b1                  (a holds most of the batch and pool, b nothing; one slot frees)
+ *           ──  ──  ✔                   b goes first: a tenant inside its limits cannot keep another out
  *
- * A tenant at its limit waits; others pass. Only the pool as a whole (or the batch's slots) makes everyone wait.
+ *   queue:  b1  a5                      (b, holding least, wants more pages than are free)
+ *           ──  ──                      admission stops until they are: a large request is not starved by small ones
+ *
+ * A tenant at its limit waits; others pass. The chosen request waits only for room in the batch or the pool, which
+ * others' requests free as they end, and no tenant holding more is admitted before it (DESIGN I11).
  */
 import { KvfenceError } from '../util/errors.js';
 import type { GenerationRequest } from './request.js';
@@ -98,39 +104,64 @@ export interface AdmissionCandidate {
 
 /** The pool and batch as admission sees them now. */
 export interface AdmissionRoom {
-  /** requests running (or in transfer) now, and the most there may be */
+  /** batch slots taken now (running or in transfer), and the most there may be */
   running: number;
   runningMax: number;
-  /** pages that can be handed out now (free, plus evictable cached pages) */
+  /** pages that can be handed out now (free, plus evictable cached pages), and the pool's size */
   freePages: number;
+  poolPages: number;
   /** pages a tenant's admitted requests hold now: its quota's measure */
   pagesOfTenant(tenant: string): number;
+  /** batch slots a tenant's admitted requests take now */
+  slotsOfTenant(tenant: string): number;
 }
 
-/** The waiting requests to admit now, in arrival order. Pure: the caller reserves their pages. */
+/** The waiting requests to admit now, in the order they go. Pure: the caller reserves their pages. */
 export function pickAdmissions<T extends AdmissionCandidate>(waiting: readonly T[], room: AdmissionRoom): T[] {
+  // each tenant's requests in arrival order; a Map keeps tenants in order of their first arrival
+  const queues = new Map<string, T[]>();
+  for (const candidate of waiting) {
+    const queue = queues.get(candidate.tenant);
+    if (queue === undefined) queues.set(candidate.tenant, [candidate]);
+    else queue.push(candidate);
+  }
+  const arrival = new Map(waiting.map((c, i) => [c, i]));
+  const pages = new Map<string, number>();
+  const slots = new Map<string, number>();
+  for (const tenant of queues.keys()) {
+    pages.set(tenant, room.pagesOfTenant(tenant));
+    slots.set(tenant, room.slotsOfTenant(tenant));
+  }
+  const share = (tenant: string) =>
+    Math.max(slots.get(tenant)! / room.runningMax, pages.get(tenant)! / Math.max(1, room.poolPages));
   const admitted: T[] = [];
-  const waitingTenants = new Set<string>();
-  const added = new Map<string, number>();
   let free = room.freePages;
   let running = room.running;
-  for (const candidate of waiting) {
-    const slots = candidate.slots ?? 1;
-    const { tenant, pagesNeeded } = candidate;
-    if (waitingTenants.has(tenant)) continue;
-    const held = room.pagesOfTenant(tenant) + (added.get(tenant) ?? 0);
-    if (held + pagesNeeded > candidate.tenantPagesMax) {
-      waitingTenants.add(tenant); // keeps the tenant's own order: its later requests do not pass this one
-      continue;
+  for (;;) {
+    let next: T | undefined;
+    for (const [tenant, queue] of queues) {
+      const head = queue[0];
+      if (head === undefined) continue;
+      if (pages.get(tenant)! + head.pagesNeeded > head.tenantPagesMax) {
+        queue.length = 0; // at its quota: the tenant waits, in its own order (its later requests do not pass this one)
+        continue;
+      }
+      const better =
+        next === undefined ||
+        share(tenant) < share(next.tenant) ||
+        (share(tenant) === share(next.tenant) && arrival.get(head)! < arrival.get(next)!);
+      if (better) next = head;
     }
-    // only a request its tenant's quota lets through holds up those behind it (for slots or pages): one that waits on
-    // its own tenant never does, however many slots it wants
-    if (running + slots > room.runningMax) break;
-    if (pagesNeeded > free) break;
-    free -= pagesNeeded;
-    running += slots;
-    added.set(tenant, (added.get(tenant) ?? 0) + pagesNeeded);
-    admitted.push(candidate);
+    if (next === undefined) break;
+    const need = next.slots ?? 1;
+    // the tenant holding least waits for room, and everyone with it: nothing passes a request because it is large
+    if (running + need > room.runningMax || next.pagesNeeded > free) break;
+    free -= next.pagesNeeded;
+    running += need;
+    pages.set(next.tenant, pages.get(next.tenant)! + next.pagesNeeded);
+    slots.set(next.tenant, slots.get(next.tenant)! + need);
+    queues.get(next.tenant)!.shift();
+    admitted.push(next);
   }
   return admitted;
 }

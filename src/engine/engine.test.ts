@@ -75,6 +75,29 @@ test('the tenant page quota holds a flooding tenant back without blocking others
   assert.ok(maxFloodPages <= 20, `flood held ${maxFloodPages} pages`);
 });
 
+test('a tenant inside its limits filling the batch, or the pool, does not keep another out (I11)', () => {
+  /** The step at which each request's first token came, running `engine` to its end. */
+  const firstTokens = (engine: Engine, later: () => void) => {
+    const first = new Map<string, number>();
+    for (let step = 0; engine.hasWork; step++) {
+      assert.ok(step < 5000, 'within the step bound');
+      if (step === 3) later();
+      for (const e of engine.step(0)) if (e.kind === 'token' && !first.has(e.request)) first.set(e.request, step);
+    }
+    return first;
+  };
+  // the batch: a's eight long requests (within its quota; ending one at a time) against four slots; b's comes at step 3
+  const slots = new Engine(config({ runningMax: 4 }), forwardFor(model, 64, 16));
+  for (let i = 0; i < 8; i++) slots.submit(request(`a${i}`, 'a', 8, 20 + 4 * i), 0);
+  const bySlots = firstTokens(slots, () => slots.submit(request('b', 'b', 8, 3), 0));
+  assert.ok(bySlots.get('b')! < bySlots.get('a4')!, `b's first token before a's fifth: ${[...bySlots]}`);
+  // the pool: a's requests hold nearly all of it and its next waits for pages; b's one page passes that one
+  const pool = new Engine(config({ runningMax: 8 }), forwardFor(model, 30, 16));
+  for (let i = 0; i < 4; i++) pool.submit(request(`a${i}`, 'a', 100, 28), 0); // 8 pages each: 3 fit in 30
+  const byPages = firstTokens(pool, () => pool.submit(request('b', 'b', 3, 3), 0));
+  assert.ok(byPages.get('b')! < byPages.get('a3')!, `b's first token before a's fourth: ${[...byPages]}`);
+});
+
 test('limits: 503 when the queue is full or the wait too long, 400 over the context, 503 past the quota', () => {
   const forward = forwardFor(model, 16, 16);
   const engine = new Engine(config({ waitingMax: 2, queueTimeoutMs: 50 }), forward);

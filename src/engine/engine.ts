@@ -306,7 +306,7 @@ export class Engine {
   private admit(): void {
     if (this.waiting.length === 0) return; // the cache's evictable count below walks its entries
     const cache = this.prefixCache;
-    const room = poolRoom(this.pool, cache, this.runningSlots(), this.config.runningMax);
+    const room = poolRoom(this.pool, cache, this.runningSlots(), this.config.runningMax, (t) => this.runningSlots(t));
     for (const seq of pickAdmissions(this.waiting, room)) {
       const owner = { tenant: seq.tenant, request: seq.id };
       if (seq.group !== undefined) {
@@ -477,11 +477,12 @@ export class Engine {
     if (seq.group === undefined || seq.group.leave(this.pool, this.prefixCache)) this.countRequest(seq.tenant, -1);
   }
 
-  /** Batch slots taken: a sequence each, and an n > 1 request all n of its choices' before they fork. */
-  private runningSlots(): number {
+  /** Batch slots taken (by `tenant`'s requests, or all): a sequence each, an n > 1 request all n before they fork. */
+  runningSlots(tenant?: string): number {
     const groups = new Set<ChoiceGroup>();
     let slots = 0;
     for (const seq of this.running) {
+      if (tenant !== undefined && seq.tenant !== tenant) continue;
       if (seq.group === undefined) slots++;
       else if (!groups.has(seq.group)) {
         groups.add(seq.group);

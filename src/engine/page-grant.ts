@@ -30,12 +30,15 @@ export function poolRoom(
   cache: PrefixCache | undefined,
   running: number,
   runningMax: number,
+  slotsOfTenant: (tenant: string) => number,
 ): AdmissionRoom {
   return {
     running,
     runningMax,
     freePages: pool.freePageCount + (cache?.evictablePages ?? 0),
+    poolPages: pool.pageCount,
     pagesOfTenant: (tenant: string) => pool.requestPagesOf(tenant),
+    slotsOfTenant,
   };
 }
 

@@ -85,7 +85,7 @@ export class PrefillEngine {
    */
   get stalled(): boolean {
     if (this.running.length > 0 || this.waiting.length === 0) return false;
-    const room = poolRoom(this.pool, this.prefixCache, 0, this.config.runningMax);
+    const room = poolRoom(this.pool, this.prefixCache, 0, this.config.runningMax, () => 0);
     return pickAdmissions(this.waiting, room).length === 0;
   }
 
@@ -170,7 +170,8 @@ export class PrefillEngine {
   private admit(): void {
     if (this.waiting.length === 0) return;
     const cache = this.prefixCache;
-    const room = poolRoom(this.pool, cache, this.running.length, this.config.runningMax);
+    const mine = (tenant: string) => this.running.filter((s) => s.tenant === tenant).length;
+    const room = poolRoom(this.pool, cache, this.running.length, this.config.runningMax, mine);
     for (const seq of pickAdmissions(this.waiting, room)) {
       const owner = { tenant: seq.tenant, request: seq.request.id };
       seq.grant = grantPages(this.pool, cache, owner, seq.request.promptTokens, seq.pagesNeeded);
