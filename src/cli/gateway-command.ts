@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { loadClusterSecret } from '../cluster/cluster-secret.js';
 import { gatewaySettingsOf } from '../launch/colocated-server.js';
 import { startGateway } from '../launch/gateway-server.js';
-import { reloadKeysOnHangup } from '../launch/open-gateway.js';
+import { Hangup } from '../launch/hangup.js';
 import { addFlags, type ParsedFlags, serveConfigOf, workerResolversOf } from './flags.js';
 
 export function addGatewayCommand(program: Command): void {
@@ -12,6 +12,7 @@ export function addGatewayCommand(program: Command): void {
     .description('run the HTTP gateway over prefill and decode workers (disaggregated serving)');
   addFlags(command, 'gateway').action(async (o: ParsedFlags) => {
     const announce = (line: string) => process.stdout.write(`${line}\n`);
+    const hangup = new Hangup(announce);
     const { secret, warning } = loadClusterSecret(o.clusterSecretFile, process.env);
     if (warning !== undefined) announce(`kvfence: WARNING: ${warning}`);
     const serve = serveConfigOf(o);
@@ -29,12 +30,12 @@ export function addGatewayCommand(program: Command): void {
       },
       announce,
     );
-    const stopReloading = reloadKeysOnHangup(running, announce);
+    hangup.serving(running);
     let stopping = false;
     const stop = () => {
       if (stopping) process.exit(1); // a second signal: now
       stopping = true;
-      stopReloading();
+      hangup.ignore('the gateway is draining');
       announce(`kvfence: draining (at most ${o.drainTimeoutMs} ms)`);
       void running.drain(o.drainTimeoutMs).then(() => process.exit(0));
     };

@@ -27,5 +27,6 @@ try {
   await program.parseAsync(process.argv);
 } catch (error) {
   if (error instanceof CommanderError) process.exitCode = error.exitCode;
-  else process.exitCode = reportFailure(error);
+  // exits at once: a server that failed to start may hold threads or sockets open, and a supervisor must see the exit
+  else process.exit(reportFailure(error));
 }

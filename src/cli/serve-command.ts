@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { startDisaggregatedServer } from '../launch/cluster-server.js';
 import { startServer, startThreadedServer } from '../launch/colocated-server.js';
-import { reloadKeysOnHangup } from '../launch/open-gateway.js';
+import { Hangup } from '../launch/hangup.js';
 import { addFlags, type ParsedFlags, serveConfigOf } from './flags.js';
 
 export function addServeCommand(program: Command): void {
@@ -14,6 +14,7 @@ export function addServeCommand(program: Command): void {
     .description('serve a model over an OpenAI-compatible API (the embedded model unless --model is given)');
   addFlags(command, 'serve').action(async (o: ParsedFlags) => {
     const announce = (line: string) => process.stdout.write(`${line}\n`);
+    const hangup = new Hangup(announce);
     const serve = serveConfigOf(o);
     const server =
       o.disaggregated === true
@@ -28,12 +29,12 @@ export function addServeCommand(program: Command): void {
               process.stderr.write(`kvfence: the engine thread ${why}; exiting\n`);
               setTimeout(() => process.exit(1), 1_000).unref();
             });
-    const stopReloading = reloadKeysOnHangup(server, announce);
+    hangup.serving(server);
     let stopping = false;
     const stop = () => {
       if (stopping) process.exit(1); // a second signal: now
       stopping = true;
-      stopReloading();
+      hangup.ignore('the server is draining');
       announce(`kvfence: draining (at most ${o.drainTimeoutMs} ms)`);
       void server.drain(o.drainTimeoutMs).then(() => process.exit(0));
     };

@@ -8,8 +8,10 @@
 import type { Command } from 'commander';
 import { loadClusterSecret } from '../cluster/cluster-secret.js';
 import type { WorkerRole } from '../cluster/control-protocol.js';
+import { Hangup } from '../launch/hangup.js';
 import { resolvePageCount } from '../launch/serve-config.js';
 import { startWorker } from '../launch/start-worker.js';
+import { serveWorkerHealth, type WorkerPhase } from '../launch/worker-health.js';
 import { endWorkerOnSignal } from '../launch/worker-lifecycle.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModel, weightsSummary } from '../model/load-model.js';
@@ -25,8 +27,15 @@ export function addWorkerCommand(program: Command, role: WorkerRole): void {
     );
   addFlags(command, role).action(async (o: ParsedFlags) => {
     const announce = (line: string) => process.stdout.write(`${line}\n`);
+    new Hangup(announce).ignore('a worker has no key file');
     const { secret, warning } = loadClusterSecret(o.clusterSecretFile, process.env);
     if (warning !== undefined) announce(`kvfence: WARNING: ${warning}`);
+    // the health listener first: a bad --health-listen fails the start before the model loads, and an orchestrator
+    // sees the worker not ready (503) until it serves
+    const state: { phase: WorkerPhase } = { phase: 'starting' };
+    const health =
+      o.healthListen === undefined ? undefined : await serveWorkerHealth(o.healthListen, () => state.phase);
+    if (health !== undefined) announce(`kvfence: ${role} worker: health on http://${health.address}`);
     const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL));
     announce(weightsSummary(model));
     const config = workerConfigOf(role, o, {
@@ -42,11 +51,12 @@ export function addWorkerCommand(program: Command, role: WorkerRole): void {
     announce(`kvfence: ${role} worker ${config.name}: control on ${worker.controlAddress}`);
     if (worker.transferAddress !== undefined)
       announce(`kvfence: ${role} worker ${config.name}: KV transfers on ${worker.transferAddress}`);
-    const health = await endWorkerOnSignal(worker, {
-      ...(o.healthListen !== undefined ? { healthListen: o.healthListen } : {}),
+    endWorkerOnSignal(worker, {
+      state,
+      ...(health !== undefined ? { health } : {}),
       drainTimeoutMs: o.drainTimeoutMs,
       announce,
     });
-    if (health !== undefined) announce(`kvfence: ${role} worker ${config.name}: health on http://${health}`);
+    state.phase = 'ready';
   });
 }

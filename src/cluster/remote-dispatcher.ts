@@ -266,7 +266,7 @@ export class RemoteDispatcher implements InferenceWorker {
   workers(): WorkerStatus[] {
     // `up` is what routing sees: a draining worker finishes its requests but takes no new one
     const status = (l: WorkerLink, role: 'prefill' | 'decode', i: number): WorkerStatus => ({
-      name: l.hello?.name ?? `${role}-${i}`,
+      name: l.name ?? `${role}-${i}`,
       role,
       address: l.address,
       up: l.routable,

@@ -54,6 +54,7 @@ export class WorkerLink {
   private readonly statsWaiters = new Map<number, (stats: PoolStats | undefined) => void>();
   private nextStatsId = 1;
   lastStats: PoolStats | undefined;
+  private lastName: string | undefined;
   /** requests of this gateway on this worker now: the routing load */
   inFlight = 0;
 
@@ -68,6 +69,11 @@ export class WorkerLink {
   /** the hello of the current connection; undefined while down */
   get hello(): WorkerHello | undefined {
     return this.helloNow;
+  }
+
+  /** the worker's name from its last hello, kept while it is down (/health names the worker that is missing) */
+  get name(): string | undefined {
+    return this.helloNow?.name ?? this.lastName;
   }
 
   get up(): boolean {
@@ -183,6 +189,7 @@ export class WorkerLink {
         return;
       }
       this.helloNow = message.hello;
+      this.lastName = message.hello.name;
       this.options.log.info(
         { worker: message.hello.name, address: this.address, role: message.hello.role },
         'worker connected',

@@ -76,6 +76,7 @@ export class CompletionRun {
     private readonly parsed: ParsedRequest,
     private readonly tenant: string,
     private readonly reply: FastifyReply,
+    /** its lines carry the tenant already */
     private readonly log: FastifyBaseLogger,
   ) {
     this.id = `${parsed.endpoint === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomUUID()}`;
@@ -102,7 +103,6 @@ export class CompletionRun {
       ctx.worker.submit(request, events);
       this.log.info(
         {
-          tenant: this.tenant,
           request: this.id,
           promptTokens: request.promptTokens.length,
           maxTokens: request.maxTokens,
@@ -203,7 +203,7 @@ export class CompletionRun {
           this.ctx.worker.cancel(this.id);
           this.settled = true;
           this.log.info(
-            { tenant: this.tenant, request: this.id, completionTokens: this.completionTokens() },
+            { request: this.id, completionTokens: this.completionTokens() },
             'client disconnected; request cancelled',
           );
           this.count('cancelled');
@@ -213,7 +213,7 @@ export class CompletionRun {
           this.ctx.worker.cancel(this.id);
           this.settled = true;
           this.log.info(
-            { tenant: this.tenant, request: this.id, completionTokens: this.completionTokens(), ...event.cut },
+            { request: this.id, completionTokens: this.completionTokens(), ...event.cut },
             'client stopped reading its stream; request cancelled, connection closed',
           );
           this.count('cancelled');
@@ -289,7 +289,6 @@ export class CompletionRun {
     this.count('completed');
     this.log.info(
       {
-        tenant: this.tenant,
         request: this.id,
         finishReason: finished.map((f) => f.finish).join(','),
         engineReason: last,
@@ -349,10 +348,7 @@ export class CompletionRun {
     this.settled = true;
     const http = httpErrorOf(error, this.ctx.retryAfterS);
     this.count(http.status < 500 ? 'rejected' : 'failed');
-    this.log.warn(
-      { tenant: this.tenant, request: this.id, code: error.code, status: http.status },
-      `request failed: ${error.message}`,
-    );
+    this.log.warn({ request: this.id, code: error.code, status: http.status }, `request failed: ${error.message}`);
     if (this.writer !== undefined) {
       // Headers are out: the failure travels as an error event, and the stream ends without [DONE] (never a success).
       this.sse(http.body);
@@ -429,10 +425,7 @@ export class CompletionRun {
       this.events?.push({ kind: 'stalled', cut });
       return;
     }
-    this.log.info(
-      { tenant: this.tenant, request: this.id, ...cut },
-      'client did not read the end of its stream; connection closed',
-    );
+    this.log.info({ request: this.id, ...cut }, 'client did not read the end of its stream; connection closed');
   }
 
   private count(outcome: RequestOutcome): void {

@@ -128,7 +128,7 @@ async function serveOver<W extends InferenceWorker>(
   try {
     open = await openGateway(worker, served, gatewaySettingsOf(config), run.logger, announce, run.parts);
   } catch (error) {
-    await worker.close();
+    await Promise.all([worker.close(), served.encoder.close()]);
     incidents.close();
     throw error;
   }

@@ -78,7 +78,6 @@ export async function startGateway(
   const model = parts.model ?? loadModelHead(config.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL));
   const c = model.config;
   const logger = pino({ level: config.logLevel });
-  const served = servedModel(model, config.modelName ?? c.name);
   const discovery = new WorkerDiscovery({
     resolvers: config.resolvers ?? {
       prefill: staticResolver(config.prefill ?? []),
@@ -89,6 +88,8 @@ export async function startGateway(
     log: logger,
   });
   const found = await discovery.initial(config.connectTimeoutMs);
+  // its tokenizer thread starts here, once the workers are found: a gateway that cannot start closes it (below)
+  const served = servedModel(model, config.modelName ?? c.name);
   const dispatcher = new RemoteDispatcher({
     prefill: found.prefill,
     decode: found.decode,
@@ -112,7 +113,7 @@ export async function startGateway(
     await dispatcher.start(config.connectTimeoutMs, dynamic);
     open = await openGateway(dispatcher, served, config, logger, announce, parts);
   } catch (error) {
-    await dispatcher.close();
+    await Promise.all([dispatcher.close(), served.encoder.close()]);
     throw error;
   }
   discovery.start(dispatcher);

@@ -14,7 +14,7 @@ import { checkReloadedQuotas, proveTenantQuotas } from '../gateway/quota-proof.j
 import type { ServedModel } from '../gateway/served-model.js';
 import { buildGateway, type Gateway } from '../gateway/server.js';
 import { loadKeyFile, TenantDirectory } from '../gateway/tenants.js';
-import { errorMessage } from '../util/errors.js';
+import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
 export interface GatewaySettings {
@@ -89,7 +89,16 @@ export async function openGateway(
     ...(adminToken !== undefined ? { adminToken } : {}),
     ...(parts.completionRun !== undefined ? { completionRun: parts.completionRun } : {}),
   });
-  const url = await gateway.app.listen({ host: settings.host, port: settings.port });
+  let url: string;
+  try {
+    url = await gateway.app.listen({ host: settings.host, port: settings.port });
+  } catch (error) {
+    await gateway.app.close(); // its tokenizer and body threads
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL')
+      throw new KvfenceError('invalid_argument', `cannot listen on ${settings.host}:${settings.port} (${code})`);
+    throw error;
+  }
   if (tenants.devMode)
     announce(
       'kvfence: DEV MODE: no --api-keys given: single tenant "dev", no authentication. Do not expose this port.',
@@ -125,17 +134,4 @@ export async function openGateway(
       return gateway.app.close();
     },
   };
-}
-
-/** SIGHUP re-reads the key file; a bad file is reported and the running table stays. */
-export function reloadKeysOnHangup(open: { reloadKeys(): string }, announce: (line: string) => void): () => void {
-  const onHangup = () => {
-    try {
-      announce(`kvfence: ${open.reloadKeys()}`);
-    } catch (error) {
-      announce(`kvfence: key file NOT reloaded: ${errorMessage(error)}`);
-    }
-  };
-  process.on('SIGHUP', onHangup);
-  return () => process.off('SIGHUP', onHangup);
 }

@@ -4,17 +4,21 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
-import { HEALTH_IDLE_MS, serveWorkerHealth } from './worker-health.js';
+import { HEALTH_IDLE_MS, serveWorkerHealth, type WorkerPhase } from './worker-health.js';
 
-test('live, ready, then not ready while draining; other paths and methods refused', async () => {
-  let draining = false;
-  const health = await serveWorkerHealth('127.0.0.1:0', () => draining);
+test('live; not ready while starting, ready, then not ready while draining; other paths and methods refused', async () => {
+  let phase: WorkerPhase = 'starting';
+  const health = await serveWorkerHealth('127.0.0.1:0', () => phase);
   try {
     const url = `http://${health.address}`;
     assert.equal((await fetch(`${url}/health/live`)).status, 200);
+    const ready = await fetch(`${url}/health/ready`);
+    assert.deepEqual([ready.status, await ready.json()], [503, { status: 'not_ready', starting: true }]);
+    phase = 'ready';
     assert.equal((await fetch(`${url}/health/ready`)).status, 200);
-    draining = true;
-    assert.equal((await fetch(`${url}/health/ready`)).status, 503);
+    phase = 'draining';
+    const draining = await fetch(`${url}/health/ready`);
+    assert.deepEqual([draining.status, await draining.json()], [503, { status: 'not_ready', draining: true }]);
     assert.equal((await fetch(`${url}/health/live`)).status, 200);
     assert.equal((await fetch(`${url}/metrics`)).status, 404);
     assert.equal((await fetch(`${url}/health/live`, { method: 'POST' })).status, 405);
@@ -24,7 +28,7 @@ test('live, ready, then not ready while draining; other paths and methods refuse
 });
 
 test('strangers holding silent connections neither block a probe nor keep their connections', async () => {
-  const health = await serveWorkerHealth('127.0.0.1:0', () => false);
+  const health = await serveWorkerHealth('127.0.0.1:0', () => 'ready');
   const port = Number(health.address.split(':').pop());
   const strangers: Socket[] = [];
   try {

@@ -1,8 +1,10 @@
 /**
  * A worker's health endpoints for an orchestrator (`--health-listen`): workers speak no HTTP otherwise.
  *   /health/live   200 while the process runs its event loop (liveness: restart it only when this fails)
- *   /health/ready  200 while it takes new requests; 503 from the moment it drains (readiness: a Kubernetes headless
- *                  Service drops a pod that is not ready from DNS, so gateways that find workers by DNS retire it too)
+ *   /health/ready  200 while it takes new requests; 503 while it starts (the listener opens before the model loads, so
+ *                  a bad --health-listen fails the start at once) and from the moment it drains (readiness: a
+ *                  Kubernetes headless Service drops a pod that is not ready from DNS, so gateways that find workers
+ *                  by DNS retire it too)
  * Plain node:http, GET only, tiny answers, short timeouts and connection caps: it is reachable from the pod network,
  * so a stranger who opens connections and sends nothing must not crowd out the kubelet's probes (a failed readiness
  * probe takes the worker out of service, failed liveness probes restart it). A probe sends its request as soon as it
@@ -25,7 +27,10 @@ const SILENT_MAX = 32;
 export const HEALTH_IDLE_MS = 1_000;
 const TIMEOUT_MS = 5_000;
 
-export function serveWorkerHealth(listen: string, draining: () => boolean): Promise<WorkerHealth> {
+/** Where a worker process is: what /health/ready says, and what its signals do (worker-lifecycle.ts). */
+export type WorkerPhase = 'starting' | 'ready' | 'draining';
+
+export function serveWorkerHealth(listen: string, phase: () => WorkerPhase): Promise<WorkerHealth> {
   const at = listen.lastIndexOf(':');
   const port = Number(listen.slice(at + 1));
   if (at < 1 || !Number.isInteger(port) || port < 0 || port > 65535)
@@ -46,9 +51,11 @@ export function serveWorkerHealth(listen: string, draining: () => boolean): Prom
     };
     if (request.method !== 'GET') answer(405, { status: 'method_not_allowed' });
     else if (path === '/health/live') answer(200, { status: 'live' });
-    else if (path === '/health/ready')
-      draining() ? answer(503, { status: 'not_ready', draining: true }) : answer(200, { status: 'ready' });
-    else answer(404, { status: 'not_found' });
+    else if (path === '/health/ready') {
+      const now = phase();
+      if (now === 'ready') answer(200, { status: 'ready' });
+      else answer(503, { status: 'not_ready', [now]: true });
+    } else answer(404, { status: 'not_found' });
   });
   server.maxConnections = CONNECTIONS_MAX;
   server.headersTimeout = TIMEOUT_MS;

@@ -2,34 +2,31 @@
  * How a worker process ends. The first SIGTERM (or SIGINT) drains it: readiness turns 503 at once, every gateway is
  * told `draining` and routes nothing new here, what the worker holds is served until the gateways let go or the
  * drain deadline passes, then the process exits 0. A second signal exits at once (1). The CLI's `kvfence
- * prefill|decode` and a supervised child (worker-main.ts) both end here.
+ * prefill|decode` and a supervised child (worker-main.ts) both end here. SIGHUP is ignored (a worker has no key file;
+ * node's default would end it undrained).
  */
 import type { RunningWorker } from '../cluster/worker-config.js';
 import { errorMessage } from '../util/errors.js';
-import type { WorkerHealth } from './worker-health.js';
-import { serveWorkerHealth } from './worker-health.js';
+import type { WorkerHealth, WorkerPhase } from './worker-health.js';
 
 export interface WorkerLifecycleOptions {
-  /** host:port of the /health/live and /health/ready listener; absent: none (a supervised child) */
-  healthListen?: string;
+  /** the process's phase, which its health listener (if any) reports: set to draining here */
+  state: { phase: WorkerPhase };
+  /** the health listener, closed once the drain is done; absent: none (a supervised child) */
+  health?: WorkerHealth;
   drainTimeoutMs: number;
   announce: (line: string) => void;
 }
 
-/** Starts the health listener (if asked) and installs the signal handlers; returns the health address, if any. */
-export async function endWorkerOnSignal(
-  worker: RunningWorker,
-  options: WorkerLifecycleOptions,
-): Promise<string | undefined> {
-  let draining = false;
-  let health: WorkerHealth | undefined;
-  if (options.healthListen !== undefined) health = await serveWorkerHealth(options.healthListen, () => draining);
+/** Installs the signal handlers of a started worker. */
+export function endWorkerOnSignal(worker: RunningWorker, options: WorkerLifecycleOptions): void {
+  const { state, health } = options;
   const onSignal = (signal: NodeJS.Signals) => {
-    if (draining) {
+    if (state.phase === 'draining') {
       options.announce(`kvfence: ${worker.name}: ${signal} again; exiting now`);
       process.exit(1);
     }
-    draining = true;
+    state.phase = 'draining';
     options.announce(`kvfence: ${worker.name}: ${signal}: draining (at most ${options.drainTimeoutMs} ms)`);
     worker
       .drain(options.drainTimeoutMs)
@@ -44,5 +41,4 @@ export async function endWorkerOnSignal(
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  return health?.address;
 }

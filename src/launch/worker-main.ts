@@ -5,6 +5,7 @@
  * then starts its successor), and exits at once when its supervisor is gone.
  */
 import { parseWorkerStart, WORKER_DEFAULTS } from '../cluster/worker-config.js';
+import { Hangup } from './hangup.js';
 import { reportFailure } from './report-failure.js';
 import { startWorker, type WorkerDeps } from './start-worker.js';
 import { endWorkerOnSignal } from './worker-lifecycle.js';
@@ -23,6 +24,7 @@ export function runSupervisedWorker(deps: WorkerDeps = {}): void {
     process.exit(1);
   }, START_TIMEOUT_MS);
   process.once('disconnect', () => process.exit(0));
+  new Hangup((line) => process.stdout.write(`${line}\n`)).ignore('a worker has no key file');
   process.once('message', (message: unknown) => {
     clearTimeout(timer);
     void (async () => {
@@ -32,7 +34,8 @@ export function runSupervisedWorker(deps: WorkerDeps = {}): void {
           ...deps,
           announce: (line) => process.stdout.write(`${line}\n`),
         });
-        await endWorkerOnSignal(worker, {
+        endWorkerOnSignal(worker, {
+          state: { phase: 'ready' },
           drainTimeoutMs: start.config.drainTimeoutMs ?? WORKER_DEFAULTS.drainTimeoutMs,
           announce: (line) => process.stdout.write(`${line}\n`),
         });

@@ -214,14 +214,20 @@ function readTensorInfo(cursor: FileCursor, path: string): Omit<GgufTensorInfo, 
 }
 
 export function openFileForReading(path: string): number {
+  let fd: number;
   try {
-    return openSync(path, 'r');
+    fd = openSync(path, 'r');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') throw new KvfenceError('file_not_found', `${path}: no such file`);
     if (code === 'EISDIR') throw new KvfenceError('invalid_model_file', `${path}: is a directory`);
     throw new KvfenceError('invalid_model_file', `${path}: cannot open (${code ?? 'unknown error'})`);
   }
+  if (fstatSync(fd).isDirectory()) {
+    closeSync(fd); // Linux opens a directory for reading; reading it is what fails
+    throw new KvfenceError('invalid_model_file', `${path}: is a directory`);
+  }
+  return fd;
 }
 
 function parseHeader(fd: number, path: string): GgufHeader {

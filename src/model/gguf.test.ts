@@ -117,6 +117,7 @@ function expectBad(path: string, pattern: RegExp, load: (path: string) => unknow
 test('bad files give one clear line and exit 1, never a stack trace', () => {
   const good = readFileSync(sampleFile('good.gguf'));
   expectBad(join(dir, 'missing.gguf'), /no such file/);
+  expectBad(dir, /is a directory/); // Linux opens a directory for reading: it was an internal error (exit 2)
   writeFileSync(join(dir, 'magic.gguf'), Buffer.concat([Buffer.from('GGML'), good.subarray(4)]));
   expectBad(join(dir, 'magic.gguf'), /wrong magic/);
   writeFileSync(join(dir, 'empty.gguf'), Buffer.alloc(0));

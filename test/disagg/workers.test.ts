@@ -55,6 +55,14 @@ describe('worker startup', () => {
     assert.equal(short.status, 1);
     assert.match(short.stderr, /is 5 bytes; it must be 32/);
   });
+
+  test('a bad --health-listen fails the start before the model loads, and the process exits', () => {
+    const env = { ...process.env, [CLUSTER_SECRET_ENV]: 'k'.repeat(32) };
+    const r = runCli(['decode', '--model', model, '--kv-pages', '32', '--health-listen', '9101'], env);
+    assert.equal(r.status, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /--health-listen: "9101" is not host:port/);
+    assert.doesNotMatch(r.stdout, /weights|control on/, 'refused before the model loaded and before it listened');
+  });
 });
 
 describe('the incident, with the prefill capacity proof bypassed (test build)', () => {

@@ -139,6 +139,28 @@ test('SIGHUP re-reads the key file: a new key works without a restart; a bad fil
   assert.equal(await server.stop(), 0);
 });
 
+test('serve that cannot start exits with one line: a missing key file, a port in use', async () => {
+  const missing = runCli(['serve', '--model', model, '--port', '0', '--api-keys', join(dir, 'no-such-keys.json')]);
+  assert.equal(missing.status, 1, missing.stderr);
+  assert.match(missing.stderr, /^kvfence: .*no-such-keys\.json/);
+  const server = await serve(['--model', model, '--kv-pages', '32', '--incidents-db', join(dir, 'p.sqlite')]);
+  const port = new URL(server.url).port;
+  const taken = runCli([
+    'serve',
+    '--model',
+    model,
+    '--kv-pages',
+    '32',
+    '--port',
+    port,
+    '--incidents-db',
+    join(dir, 'q.sqlite'),
+  ]);
+  assert.equal(taken.status, 1, taken.stderr);
+  assert.match(taken.stderr, new RegExp(`^kvfence: cannot listen on 127\\.0\\.0\\.1:${port} \\(EADDRINUSE\\)`));
+  assert.equal(await server.stop(), 0);
+});
+
 test('serve without keys announces the single-tenant dev mode; --no-engine-thread answers the same', async () => {
   const texts: string[] = [];
   for (const extra of [[], ['--no-engine-thread']]) {
