@@ -13,7 +13,7 @@ export interface TextStep {
 }
 
 export class TextStream {
-  private readonly decoder = new TextDecoder('utf-8');
+  private readonly decoder = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is generated text
   private held = '';
   private done = false;
 
@@ -80,5 +80,5 @@ export class TextStream {
 /** A token's own text and bytes, for logprobs (a token may hold part of a UTF-8 character). */
 export function tokenPiece(tokenizer: Tokenizer, id: number): { text: string; bytes: number[] } {
   const bytes = tokenizer.decodeBytes([id]);
-  return { text: new TextDecoder('utf-8').decode(bytes), bytes: Array.from(bytes) };
+  return { text: new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes), bytes: Array.from(bytes) };
 }

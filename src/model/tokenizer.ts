@@ -99,6 +99,7 @@ type Fragment = { text: string; at: number } | { id: number };
 const UTF8_ENCODER = new TextEncoder();
 const UTF8_DECODER = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text, not a mark
 const SPM_SPACE = '\u2581';
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 class GgufTokenizer implements Tokenizer {
   readonly vocabSize: number;
@@ -171,7 +172,9 @@ class GgufTokenizer implements Tokenizer {
       : Number.POSITIVE_INFINITY;
   }
 
-  encode(text: string, options: EncodeOptions = {}): number[] {
+  encode(rawText: string, options: EncodeOptions = {}): number[] {
+    // llama.cpp sees the text's UTF-8, where a lone surrogate is U+FFFD: same length, so offsets stay valid
+    const text = rawText.replace(LONE_SURROGATE, '\uFFFD');
     const addSpecial = options.addSpecial ?? false;
     const output: number[] = [];
     if (addSpecial && this.addBos) output.push(this.bosId!);
