@@ -1,11 +1,12 @@
 /** The model a gateway serves, as the gateway needs it: its public id, tokenizer and parsed chat template. */
 import type { Template } from '@huggingface/jinja';
 import { loadChatTemplate } from '../model/chat-template.js';
-import { EncoderThread } from '../model/encoder-thread.js';
+import { EncoderThread, INLINE_CHARS } from '../model/encoder-thread.js';
 import type { ModelHead } from '../model/load-model.js';
 import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
 import { KvfenceError } from '../util/errors.js';
-import { renderChatPrompt, templateTokens } from './chat-prompt.js';
+import { templateTokens } from './chat-prompt.js';
+import { chatPromptTokens, checkIdCount, checkTextLength, type PromptParam } from './prompt-length.js';
 import type { PromptInput } from './schemas.js';
 import { type ToolCallFormat, toolCallFormatOf } from './tool-calls.js';
 
@@ -41,37 +42,31 @@ export function servedModel(model: ModelHead, id: string): ServedModel {
   };
 }
 
+/** A conversation up to this many messages, INLINE_CHARS of JSON in all, renders on the event loop (well under 1 ms). */
+const INLINE_MESSAGES = 16;
+
 /**
- * A client's text as token ids, never more work than `context` tokens' worth (I2 at the door): a text longer than any
- * `context` tokens can stand for is refused before tokenizing, and tokenizing stops once the ids exceed the context
- * (refused too). Long texts are tokenized off the event loop.
+ * A client's text as token ids, never more work than `context` tokens' worth (I2 at the door: prompt-length.ts). Long
+ * texts are tokenized off the event loop.
  */
 export async function encodeClientText(
   model: ServedModel,
   text: string,
   options: EncodeOptions,
   context: number,
-  param: 'messages' | 'prompt',
+  param: PromptParam,
   tenant: string,
 ): Promise<number[]> {
-  const tooLong = (what: string) =>
-    new KvfenceError(
-      'context_length_exceeded',
-      `This model's maximum context length is ${context} tokens. However, your ${param} ${what}. ` +
-        `Please reduce the length of the ${param}.`,
-      param,
-    );
-  const charsMax = context * model.tokenizer.longestTokenChars;
-  if (text.length > charsMax && model.tokenizer.countedChars(text) > charsMax)
-    throw tooLong(`is ${text.length} characters long, more than ${context} tokens can hold`);
+  checkTextLength(model.tokenizer, text, context, param);
   const ids = await model.encoder.encode(text, { ...options, stopAfter: context }, tenant);
-  if (ids.length > context) throw tooLong(`is more than ${context} tokens long`);
+  checkIdCount(ids, context, param);
   return ids;
 }
 
 /**
  * The prompt's token ids: chat messages through the chat template (with the request's tool definitions as its
- * `tools`), text through the tokenizer (a text over `context` tokens is refused), ids as given.
+ * `tools`), text through the tokenizer (a text over `context` tokens is refused), ids as given. A chat prompt of more
+ * than a few short messages renders and tokenizes on the tokenizer thread, bounded per tenant like long texts.
  */
 export async function promptTokens(
   model: ServedModel,
@@ -80,7 +75,6 @@ export async function promptTokens(
   tenant: string,
   tools?: readonly unknown[],
 ): Promise<number[]> {
-  const { tokenizer } = model;
   switch (prompt.kind) {
     case 'tokens':
       for (const id of prompt.tokens) {
@@ -101,10 +95,13 @@ export async function promptTokens(
           'messages',
         );
       }
-      // the template's special tokens are parsed; the messages' own text is not (chat-prompt.ts)
-      const { text, literalRanges } = renderChatPrompt(model.chatTemplate, prompt.messages, tokenizer, tools);
-      const options = { addSpecial: false, parseSpecial: true, literalRanges };
-      return encodeClientText(model, text, options, context, 'messages', tenant);
+      const call = { messages: prompt.messages, tools, context };
+      const small =
+        prompt.messages.length <= INLINE_MESSAGES &&
+        JSON.stringify(prompt.messages).length + JSON.stringify(tools ?? []).length <= INLINE_CHARS;
+      return small
+        ? chatPromptTokens(model.chatTemplate, model.tokenizer, call)
+        : model.encoder.encodeChat(call, tenant);
     }
   }
 }

@@ -1,9 +1,21 @@
-/** The tokenizer thread of encoder-thread.ts: reads the tokenizer from the model file's header, then encodes. */
+/** The tokenizer thread of encoder-thread.ts: reads the tokenizer and chat template from the model file's header. */
 import { workerData } from 'node:worker_threads';
+import { chatPromptTokens } from '../gateway/prompt-length.js';
 import { serveThreadCalls } from '../util/thread-calls.js';
+import { parseChatTemplate } from './chat-template.js';
 import type { EncodeCall } from './encoder-thread.js';
 import { readGgufHeader } from './gguf-read.js';
+import { metaString } from './gguf-types.js';
 import { tokenizerFromGguf } from './tokenizer.js';
 
-const tokenizer = tokenizerFromGguf(readGgufHeader((workerData as { modelPath: string }).modelPath).metadata);
-serveThreadCalls('encoder-thread-main', ({ text, options }: EncodeCall) => tokenizer.encode(text, options));
+const { metadata } = readGgufHeader((workerData as { modelPath: string }).modelPath);
+const tokenizer = tokenizerFromGguf(metadata);
+const source = metaString(metadata, 'tokenizer.chat_template');
+// checked by the gateway at load (loadChatTemplate) before this thread starts
+const template = source === undefined ? undefined : parseChatTemplate(source);
+
+serveThreadCalls('encoder-thread-main', (call: EncodeCall) => {
+  if (call.kind === 'text') return tokenizer.encode(call.text, call.options);
+  if (template === undefined) throw new Error('a chat prompt for a model without a chat template');
+  return chatPromptTokens(template, tokenizer, call);
+});

@@ -1,7 +1,9 @@
 /**
  * Tokenization off the event loop: one long prompt must not freeze every tenant's requests (DESIGN I11). A text of
  * up to INLINE_CHARS is encoded inline (about a millisecond); a longer one goes to a worker thread holding its own
- * copy of the tokenizer, read from the same GGUF file, so the event loop keeps serving while it runs.
+ * copy of the tokenizer, read from the same GGUF file, so the event loop keeps serving while it runs. So does a chat
+ * prompt that is more than a few short messages: its chat template renders there too (thousands of one-character
+ * messages held the event loop 25–50 ms a request).
  *
  * Bounded (util/thread-calls.ts): at most QUEUE_MAX texts wait for the thread (more: 503 at once), each is answered
  * within `timeoutMs` or rejected with 503. Callers bound each text first (served-model.ts: no text longer than the
@@ -10,18 +12,17 @@
  * the thread bounds each tenant itself: at most PER_TENANT_MAX of one tenant's texts at a time (more: 429), and a
  * tenant sending long prompts in a loop cannot fill the queue and turn other tenants' prompts into 503s.
  */
+import type { ChatCall } from '../gateway/prompt-length.js';
 import { ThreadCalls } from '../util/thread-calls.js';
 import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 
-const INLINE_CHARS = 2048;
+/** a text this long or shorter is tokenized inline (about a millisecond) */
+export const INLINE_CHARS = 2048;
 const QUEUE_MAX = 64;
 const PER_TENANT_MAX = 4;
 
-/** One text for the thread. */
-export interface EncodeCall {
-  text: string;
-  options: EncodeOptions;
-}
+/** One text for the thread, or a chat prompt to render through the chat template and tokenize there. */
+export type EncodeCall = { kind: 'text'; text: string; options: EncodeOptions } | ({ kind: 'chat' } & ChatCall);
 
 export class EncoderThread {
   private readonly calls: ThreadCalls<EncodeCall, number[]>;
@@ -37,9 +38,7 @@ export class EncoderThread {
       {
         thread: 'the tokenizer thread',
         busy: (n) => `${n} long prompts are already being tokenized`,
-        callerBusy: (n) =>
-          `${n} of your prompts over ${INLINE_CHARS} characters are already being tokenized; ` +
-          'send the next when one is answered',
+        callerBusy: (n) => `${n} of your long prompts are already being tokenized; send the next when one is answered`,
         slow: (ms) => `tokenizing the prompt took longer than ${ms} ms`,
       },
       timeoutMs,
@@ -51,7 +50,12 @@ export class EncoderThread {
   /** `tenant`'s text's ids, as `tokenizer.encode` gives them; long texts are encoded on the thread. */
   async encode(text: string, options: EncodeOptions, tenant: string): Promise<number[]> {
     if (text.length <= INLINE_CHARS) return this.tokenizer.encode(text, options);
-    return this.calls.call({ text, options }, tenant);
+    return this.calls.call({ kind: 'text', text, options }, tenant);
+  }
+
+  /** `tenant`'s chat prompt's ids (prompt-length.ts chatPromptTokens), rendered and tokenized on the thread. */
+  encodeChat(call: ChatCall, tenant: string): Promise<number[]> {
+    return this.calls.call({ kind: 'chat', ...call }, tenant);
   }
 
   close(): Promise<void> {

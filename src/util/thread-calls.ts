@@ -5,8 +5,8 @@
  * the thread until the thread has answered it, so it still counts: under sustained overload the thread's backlog is
  * bounded, not only the callers who still wait. Each caller (a tenant) has at most `callerMax` calls waiting (more: 429
  * at once), so one caller cannot fill the queue and turn others' calls into 503s. An error the thread's handler throws
- * comes back with its
- * error code (a KvfenceError's, else internal_error); a thread that fails or exits fails every waiting call.
+ * comes back with its error code and param (a KvfenceError's, else internal_error); a thread that fails or exits fails
+ * every waiting call.
  */
 import { parentPort, Worker } from 'node:worker_threads';
 import { type ErrorCode, errorMessage, isErrorCode, KvfenceError } from './errors.js';
@@ -14,7 +14,7 @@ import { type ErrorCode, errorMessage, isErrorCode, KvfenceError } from './error
 /** What the thread answers for one call: the handler's value, or the error it threw. */
 type Reply<T> =
   | { readonly id: number; readonly value: T }
-  | { readonly id: number; readonly code: string; readonly message: string };
+  | { readonly id: number; readonly code: string; readonly message: string; readonly param?: string };
 
 /**
  * How refusals read to a client: `busy(queueMax)` when the queue is full, `callerBusy(callerMax)` when the caller has
@@ -100,7 +100,10 @@ export class ThreadCalls<Request, Answer> {
     const pending = this.finish(reply.id);
     if (pending === undefined) return; // timed out already
     if ('value' in reply) pending.resolve(reply.value);
-    else pending.reject(new KvfenceError(isErrorCode(reply.code) ? reply.code : 'internal_error', reply.message));
+    else
+      pending.reject(
+        new KvfenceError(isErrorCode(reply.code) ? reply.code : 'internal_error', reply.message, reply.param),
+      );
   }
 
   private finish(id: number): Pending<Answer> | undefined {
@@ -125,7 +128,8 @@ export function serveThreadCalls<Request, Answer>(name: string, handle: (request
       reply = { id, value: handle(request) };
     } catch (error) {
       const code: ErrorCode = error instanceof KvfenceError ? error.code : 'internal_error';
-      reply = { id, code, message: errorMessage(error) };
+      const param = error instanceof KvfenceError ? error.param : undefined;
+      reply = { id, code, message: errorMessage(error), ...(param !== undefined ? { param } : {}) };
     }
     port.postMessage(reply);
   });

@@ -4,7 +4,9 @@
 // not a crash.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { chatPromptTokens } from '../../src/gateway/prompt-length.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
+import { parseChatTemplate } from '../../src/model/chat-template.js';
 import { EncoderThread } from '../../src/model/encoder-thread.js';
 import { loadTestModel } from '../helpers/models.js';
 import { post, SERVING_MODEL, startTestServer } from './serve-helpers.js';
@@ -69,6 +71,42 @@ test('the tokenizer thread: the same ids as inline, while the event loop keeps r
     await thread.close();
   }
 });
+
+test('a long conversation renders through the chat template on the thread: the same ids, the loop running', async () => {
+  const model = loadTestModel(SERVING_MODEL);
+  const template = parseChatTemplate(model.chatTemplate!);
+  const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
+  try {
+    // thousands of one-letter messages: rendered on the event loop, 25–50 ms a request before any tenant limit
+    const messages = Array.from(
+      { length: 3000 },
+      (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: 'a' }) as const,
+    );
+    const call = { messages: [...messages], tools: undefined, context: 1 << 20 };
+    let ticks = 0;
+    const ticker = setInterval(() => ticks++, 1);
+    const started = performance.now();
+    const ids = await thread.encodeChat(call, 't');
+    const ms = performance.now() - started;
+    clearInterval(ticker);
+    assert.deepEqual(ids, chatPromptTokens(template, model.tokenizer, call));
+    assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms of rendering`);
+    // a refusal from the thread keeps its code and the field at fault
+    await assert.rejects(
+      thread.encodeChat({ ...call, context: CONTEXT }, 't'),
+      (e: { code?: string; param?: string }) => {
+        return e.code === 'context_length_exceeded' && e.param === 'messages';
+      },
+    );
+  } finally {
+    await thread.close();
+  }
+  const r = await refused({ messages: messages3000() }, '/v1/chat/completions');
+  assert.deepEqual([r.status, r.error.code, r.error.param], [400, 'context_length_exceeded', 'messages']);
+});
+
+const messages3000 = () =>
+  Array.from({ length: 3000 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: 'a' }));
 
 test('the tokenizer thread is bounded: a slow text times out with a 503 code, a full queue refuses at once', async () => {
   const model = loadTestModel(SERVING_MODEL);

@@ -1,0 +1,69 @@
+/**
+ * I2 at the door for a client's text, wherever it is tokenized (the event loop, or the tokenizer thread): a text
+ * longer than any `context` tokens can stand for is refused before tokenizing, tokenizing stops once the ids exceed
+ * the context, and such ids are refused too. And a chat prompt's ids, from its messages through the chat template.
+ */
+import type { Template } from '@huggingface/jinja';
+import type { ChatMessage } from '../model/chat-template.js';
+import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
+import { KvfenceError } from '../util/errors.js';
+import { renderChatPrompt } from './chat-prompt.js';
+
+export type PromptParam = 'messages' | 'prompt';
+
+function tooLong(context: number, param: PromptParam, what: string): KvfenceError {
+  return new KvfenceError(
+    'context_length_exceeded',
+    `This model's maximum context length is ${context} tokens. However, your ${param} ${what}. ` +
+      `Please reduce the length of the ${param}.`,
+    param,
+  );
+}
+
+/** Refuses a text no `context` tokens can hold, before any tokenizing. */
+export function checkTextLength(tokenizer: Tokenizer, text: string, context: number, param: PromptParam): void {
+  const charsMax = context * tokenizer.longestTokenChars;
+  if (text.length > charsMax && tokenizer.countedChars(text) > charsMax)
+    throw tooLong(context, param, `is ${text.length} characters long, more than ${context} tokens can hold`);
+}
+
+/** Refuses ids past the context (tokenizing stopped there: `stopAfter`). */
+export function checkIdCount(ids: readonly number[], context: number, param: PromptParam): void {
+  if (ids.length > context) throw tooLong(context, param, `is more than ${context} tokens long`);
+}
+
+/** `text` as ids, at most one context's worth of work, or a 400 naming `param`. Synchronous: on the calling thread. */
+export function encodeBounded(
+  tokenizer: Tokenizer,
+  text: string,
+  options: EncodeOptions,
+  context: number,
+  param: PromptParam,
+): number[] {
+  checkTextLength(tokenizer, text, context, param);
+  const ids = tokenizer.encode(text, { ...options, stopAfter: context });
+  checkIdCount(ids, context, param);
+  return ids;
+}
+
+/** What a chat prompt is made of: the messages, the request's tool definitions, the context it must fit. */
+export interface ChatCall {
+  messages: ChatMessage[];
+  tools: readonly unknown[] | undefined;
+  context: number;
+}
+
+/**
+ * A chat prompt's ids: the messages through the chat template (the template's special tokens parsed, the messages'
+ * own text literal: chat-prompt.ts), bounded like any client text.
+ */
+export function chatPromptTokens(template: Template, tokenizer: Tokenizer, call: ChatCall): number[] {
+  const { text, literalRanges } = renderChatPrompt(template, call.messages, tokenizer, call.tools);
+  return encodeBounded(
+    tokenizer,
+    text,
+    { addSpecial: false, parseSpecial: true, literalRanges },
+    call.context,
+    'messages',
+  );
+}
