@@ -11,6 +11,8 @@ import type { HttpLimits } from '../gateway/http-limits.js';
 import { pageCountForMemory, parseByteSize } from '../kv/capacity.js';
 import { makeKvLayout } from '../kv/kv-layout.js';
 import type { ModelHead } from '../model/load-model.js';
+import { KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
 
 export interface ServeConfig {
   /** GGUF file; undefined: the embedded generated model */
@@ -72,10 +74,20 @@ export const SERVE_DEFAULTS = {
 
 /** Pages of the pool: `--kv-pages`, or what `--kv-memory` holds of this model's pages. */
 export function resolvePageCount(model: ModelHead, pageSize: number, kvPages?: number, kvMemory?: string): number {
-  if (kvPages !== undefined) return kvPages;
   const c = model.config;
   const layout = makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, pageSize);
-  return pageCountForMemory(layout, parseByteSize(kvMemory ?? SERVE_DEFAULTS.kvMemory));
+  const pages = kvPages ?? pageCountForMemory(layout, parseByteSize(kvMemory ?? SERVE_DEFAULTS.kvMemory));
+  // one pool is one typed array: refused here, naming the flags, not by V8 when the pool is allocated
+  const pagesMax = Math.floor(LIMITS.kvPoolValuesMax / layout.valuesPerPage);
+  if (pages > pagesMax) {
+    const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(1)} GiB`;
+    throw new KvfenceError(
+      'invalid_argument',
+      `a KV pool of ${pages} pages (${gib(pages * layout.bytesPerPage)}) is more than one pool holds: at most ` +
+        `${pagesMax} pages of this model (${gib(pagesMax * layout.bytesPerPage)}); lower --kv-memory or --kv-pages`,
+    );
+  }
+  return pages;
 }
 
 /** A worker's settings from the serve settings and its resolved page count. */

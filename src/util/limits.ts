@@ -29,6 +29,8 @@ export const LIMITS = {
   generateTokensMax: 1 << 20,
   // serving (kvfence serve)
   kvPagesMax: 1 << 24,
+  /** f16 values in one KV pool (8 GiB): node 20's longest typed array (2^32 elements; 22 and 24 allow more) */
+  kvPoolValuesMax: 2 ** 32,
   pageSizeTokensMax: 4096,
   runningSequencesMax: 4096,
   waitingRequestsMax: 1 << 16,
