@@ -3,6 +3,7 @@
  * a spy on a worker that records the answers the gateway ends (`endChoice`) and the choices' endings the engine
  * reports (what it generated, whatever the client saw).
  */
+import assert from 'node:assert/strict';
 import type { GenerationSink, InferenceWorker } from '../../src/engine/inference-worker.js';
 import type { ChoiceEnd, GenerationRequest } from '../../src/engine/request.js';
 
@@ -14,6 +15,18 @@ export function stopOnlyIn(first: string, second: string): string {
       if (piece.trim() !== '' && !first.includes(piece) && !second.slice(0, at).includes(piece)) return piece;
     }
   throw new Error(`no stop sequence only the second answer holds: ${JSON.stringify([first, second])}`);
+}
+
+/**
+ * The gateway ended answer 1 alone, and the worker stopped generating it there: fewer than `maxTokens` tokens, while
+ * answer 0 ran to `maxTokens`.
+ */
+export function assertSecondStopped(spy: ChoiceEndSpy, maxTokens: number): void {
+  assert.deepEqual(spy.ended, [1], 'the gateway ended answer 1 at the worker');
+  const [first, second] = spy.engineEnds[0] ?? [];
+  assert.equal(second?.reason, 'stop', 'the worker stopped answer 1');
+  assert.ok(second.completionTokens < maxTokens, `${second.completionTokens} tokens generated`);
+  assert.equal(first?.completionTokens, maxTokens);
 }
 
 export interface ChoiceEndSpy {

@@ -8,6 +8,7 @@ import { chatPromptTokens } from '../../src/gateway/prompt-length.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
 import { parseChatTemplate } from '../../src/model/chat-template.js';
 import { EncoderThread } from '../../src/model/encoder-thread.js';
+import { whileTicking } from '../helpers/event-loop-ticks.js';
 import { loadTestModel } from '../helpers/models.js';
 import { post, SERVING_MODEL, startTestServer } from './serve-helpers.js';
 
@@ -56,12 +57,7 @@ test('the tokenizer thread: the same ids as inline, while the event loop keeps r
   const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
   try {
     const text = 'tokens and more tokens, 12345 of them\n'.repeat(20_000); // 760k characters
-    let ticks = 0;
-    const ticker = setInterval(() => ticks++, 1);
-    const started = performance.now();
-    const ids = await thread.encode(text, { addSpecial: true }, 't');
-    const ms = performance.now() - started;
-    clearInterval(ticker);
+    const { value: ids, ticks, ms } = await whileTicking(() => thread.encode(text, { addSpecial: true }, 't'));
     assert.deepEqual(ids, model.tokenizer.encode(text, { addSpecial: true }));
     // inline, the loop would not tick once while encoding; here it ticks most milliseconds
     assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms of tokenizing`);
@@ -83,12 +79,7 @@ test('a long conversation renders through the chat template on the thread: the s
       (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: 'a' }) as const,
     );
     const call = { messages: [...messages], tools: undefined, context: 1 << 20 };
-    let ticks = 0;
-    const ticker = setInterval(() => ticks++, 1);
-    const started = performance.now();
-    const ids = await thread.encodeChat(call, 't');
-    const ms = performance.now() - started;
-    clearInterval(ticker);
+    const { value: ids, ticks, ms } = await whileTicking(() => thread.encodeChat(call, 't'));
     assert.deepEqual(ids, chatPromptTokens(template, model.tokenizer, call));
     assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms of rendering`);
     // a refusal from the thread keeps its code and the field at fault
