@@ -27,8 +27,9 @@ import type { PagePool, PageReservation } from '../kv/page-pool.js';
 import { reserveTransferSink, type TransferReservation } from '../transfer/pool-adapter.js';
 import type { TransferOutcome } from '../transfer/receive-session.js';
 import type { TransferTicket } from '../transfer/ticket.js';
-import { transferEndError } from '../transfer/transfer-error.js';
+import { TransferError, transferEndError } from '../transfer/transfer-error.js';
 import type { TransferHandle, TransferReceiver } from '../transfer/transfer-receiver.js';
+import type { FirstToken, TokenLogprobWire } from '../transfer/wire-format.js';
 import { assert } from '../util/assert.js';
 import { asKvfenceError, KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
@@ -260,6 +261,24 @@ export class DecodeWorker {
     h.link.reserved(handle.ticket);
   }
 
+  /**
+   * What is wrong with a COMMIT's first tokens, if anything: one a choice; ids inside the vocabulary; logprobs that are
+   * logprobs (≤ 0, not NaN); as many alternatives as the request asked for. They go to the client as they are, and a
+   * value the control protocol refuses would end the gateway's connection, and every request on it (I5, I6).
+   */
+  private wrongFirstTokens(firsts: readonly FirstToken[], h: Held): string | undefined {
+    if (firsts.length !== h.samplers.length)
+      return `carries ${firsts.length} first tokens for ${h.samplers.length} choices`;
+    const { vocabSize } = this.options;
+    const bad = (t: TokenLogprobWire) => !(Number.isInteger(t.id) && t.id >= 0 && t.id < vocabSize && t.logprob <= 0);
+    for (const first of firsts) {
+      if (bad(first) || first.top.some(bad)) return 'carries a first token outside the vocabulary or its logprob range';
+      if (first.top.length > h.request.topLogprobs)
+        return `carries ${first.top.length} alternatives for ${h.request.topLogprobs}`;
+    }
+    return undefined;
+  }
+
   /** Step 4: only a COMMITTED transfer lets the request decode; every other ending fails it, pages scrubbed. */
   private onOutcome(h: Held, outcome: TransferOutcome): void {
     const state = h.state;
@@ -274,11 +293,9 @@ export class DecodeWorker {
       return;
     }
     const { request } = h;
-    if (outcome.firstTokens.length !== h.samplers.length) {
-      const error = new KvfenceError(
-        'kv_transfer_failed',
-        `the COMMIT carries ${outcome.firstTokens.length} first tokens for ${h.samplers.length} choices`,
-      );
+    const wrong = this.wrongFirstTokens(outcome.firstTokens, h);
+    if (wrong !== undefined) {
+      const error = transferEndError(new TransferError('commit_mismatch', `the COMMIT ${wrong}`));
       this.endNow(h, { kind: 'failed', error });
       return;
     }

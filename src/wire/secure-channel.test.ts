@@ -134,3 +134,48 @@ for (const kind of AEAD_KINDS) {
     assert.deepEqual(received, sent);
   });
 }
+
+/** A stream whose data the test feeds: the handlers the channel gave it. */
+function fedStream() {
+  let handlers: ByteStreamHandlers | undefined;
+  const stream: ByteStream = {
+    closed: false,
+    setHandlers: (h: ByteStreamHandlers) => {
+      handlers = h;
+    },
+    end: () => {},
+    destroy: () => {},
+    write: () => true,
+  };
+  return { stream, feed: (bytes: Uint8Array) => handlers!.data(bytes) };
+}
+
+/** the channel's plaintext buffer (private: looked at only here) */
+const plain = (channel: SecureChannel) => (channel as unknown as { plain: Uint8Array }).plain;
+
+test('the receiver’s plaintext buffer grows with the ciphertext that came, not with the length a frame declares', () => {
+  // a peer declares a 64 MiB frame and sends four bytes of it: that costs the receiver four bytes, not 64 MiB
+  const idle = fedStream();
+  const lured = new SecureChannel(idle.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, 'aegis-256x4');
+  lured.setHandlers({ frame: () => {}, close: () => {} });
+  const length = new Uint8Array(8);
+  new DataView(length.buffer).setUint32(0, 64 << 20, true);
+  idle.feed(length);
+  assert.ok(plain(lured).byteLength <= 4, `${plain(lured).byteLength} bytes for 4 of ciphertext`);
+  lured.destroy();
+  // a real frame that arrives in pieces still opens whole, the plaintext kept across each growth
+  const { stream, written } = heldStream();
+  const sender = new SecureChannel(stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, 'aegis-256x4');
+  const page = new Uint8Array(PAGE).map((_, i) => (i * 7) & 0xff);
+  sender.send([page]);
+  const wire = written[0]!.bytes;
+  const fed = fedStream();
+  const receiver = new SecureChannel(fed.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, 'aegis-256x4');
+  const frames: Uint8Array[] = [];
+  receiver.setHandlers({ frame: (f) => frames.push(new Uint8Array(f)), close: () => {} });
+  for (let at = 0; at < wire.byteLength; at += 1000) fed.feed(wire.subarray(at, at + 1000));
+  assert.equal(frames.length, 1);
+  assert.equal(Buffer.compare(frames[0]!, page), 0);
+  sender.destroy();
+  receiver.destroy();
+});

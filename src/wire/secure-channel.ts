@@ -268,9 +268,6 @@ export class SecureChannel implements FrameChannel {
       return undefined;
     }
     this.opener.start(sealNonce(this.receiveSeq++, this.aead), header);
-    if (this.plain.byteLength < length) {
-      this.plain = new Uint8Array(Math.min(LIMITS.transferFrameBytesMax, Math.max(length, 2 * this.plain.byteLength)));
-    }
     this.opening = { length, cipherLeft: length, filled: 0 };
     return this.opening;
   }
@@ -278,6 +275,13 @@ export class SecureChannel implements FrameChannel {
   /** Deciphers the buffered ciphertext of `frame` (up to its end) into the plaintext buffer; false when closed. */
   private decipherBody(frame: OpeningFrame): boolean {
     const count = Math.min(frame.cipherLeft, this.bufferedBytes);
+    // the plaintext buffer grows with the ciphertext that came, not with the length a frame declares: four bytes
+    // declaring 64 MiB must not cost 64 MiB
+    if (this.plain.byteLength < frame.filled + count) {
+      const grown = new Uint8Array(Math.min(frame.length, Math.max(frame.filled + count, 2 * this.plain.byteLength)));
+      grown.set(this.plain.subarray(0, frame.filled));
+      this.plain = grown;
+    }
     try {
       this.consume(count, (piece) => {
         this.opener.update(piece, this.plain, frame.filled);

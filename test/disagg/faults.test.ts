@@ -17,6 +17,7 @@ const FAULTS: FaultPlans = {
   'f-truncate': { frames: [{ kind: 'truncate', frame: 2, keepBytes: 60 }] },
   'f-nonce': { frames: [{ kind: 'wrong_nonce', frame: 1 }] },
   'f-replay': { frames: [{ kind: 'replay', frame: 1 }] },
+  'f-first': { frames: [{ kind: 'bad_first_token', frame: 4 }] },
   'f-cut': { bytes: { cutAfterBytes: 5000 } },
   'f-wire': { bytes: { corruptByteAt: 12_000 } },
 };
@@ -80,6 +81,7 @@ describe('transfer faults end to end (1 prefill + 1 decode child process)', () =
       'f-truncate': /frame_truncated|malformed_frame/,
       'f-nonce': /wrong_nonce/,
       'f-replay': /wrong_request|wrong_nonce|wrong_tenant/,
+      'f-first': /commit_mismatch/,
       'f-cut': /connection_closed|frame_truncated/,
       'f-wire': /connection_closed|mac_invalid/,
     };

@@ -17,6 +17,8 @@ export type FrameFault =
   | { readonly kind: 'truncate'; readonly frame: number; readonly keepBytes: number }
   | { readonly kind: 'delay'; readonly frame: number; readonly delayMs: number }
   | { readonly kind: 'wrong_nonce' | 'wrong_tenant' | 'wrong_request'; readonly frame: number }
+  /** a COMMIT whose first token is no token: a positive logprob, an alternative outside any vocabulary */
+  | { readonly kind: 'bad_first_token'; readonly frame: number }
   /** sends a frame recorded from another transfer before frame `frame` */
   | { readonly kind: 'replay'; readonly frame: number; readonly recorded: readonly Uint8Array[] };
 
@@ -113,6 +115,17 @@ export class FaultyFrameChannel implements FrameChannel {
       case 'replay':
         for (const r of fault.recorded) this.out([r]);
         break;
+      case 'bad_first_token': {
+        const commit = decodeFrame(concat(frame));
+        if (commit.type !== 'COMMIT') throw new Error(`frame ${index} is a ${commit.type}, not the COMMIT`);
+        const firstTokens = commit.commit.firstTokens.map((f) => ({
+          ...f,
+          logprob: 1,
+          top: [{ id: 0xfffffff0, logprob: Number.NaN }, ...f.top.slice(1)],
+        }));
+        frame = encodeFrame({ ...commit, commit: { ...commit.commit, firstTokens } });
+        break;
+      }
     }
     this.out(frame);
     if (this.held !== undefined) {
