@@ -198,6 +198,10 @@ function common(
   // a stop sequence could cut the document short and still report "stop": never a silently invalid answer
   if (constraint !== undefined && stop.length > 0)
     throw bad('stop sequences cannot be combined with response_format or a forced tool call', 'stop');
+  const sampling = parseSamplingOptions(body, vocabSize);
+  // the same for stop tokens: one the document's grammar allows as text would end it, unfinished, as "stop"
+  if (constraint !== undefined && sampling.stopTokenIds.length > 0)
+    throw bad('stop_token_ids cannot be combined with response_format or a forced tool call', 'stop_token_ids');
   return {
     model,
     temperature,
@@ -206,7 +210,7 @@ function common(
     stop,
     stream,
     includeUsage,
-    sampling: parseSamplingOptions(body, vocabSize),
+    sampling,
     constraint,
     n: optional(body, 'n', isInt(1, LIMITS.choicesMax), `an integer from 1 to ${LIMITS.choicesMax}`) ?? 1,
   };

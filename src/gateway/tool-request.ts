@@ -88,19 +88,35 @@ export function toolConstraint(request: ToolRequest): OutputConstraint | undefin
   const { choice, tools } = request;
   if (choice.kind === 'named') {
     const index = tools.findIndex((t) => t.name === choice.name);
-    const constraint: OutputConstraint = { kind: 'json_schema', schema: tools[index]!.parameters };
+    const constraint: OutputConstraint = { kind: 'json_schema', schema: argumentsSchema(tools[index]!, index) };
     constraintGrammar(constraint, `tools[${index}].function.parameters`);
     return constraint;
   }
   if (choice.kind !== 'required') return undefined;
-  const constraint: OutputConstraint = { kind: 'json_schema', schema: toolCallsSchema(tools, request.parallel) };
+  const constrained = tools.map((t, i) => ({ ...t, parameters: argumentsSchema(t, i) }));
+  const constraint: OutputConstraint = { kind: 'json_schema', schema: toolCallsSchema(constrained, request.parallel) };
   // the combined schema's size first (cheap), so that its bound also bounds the tools' own grammars built next
   checkSchemaSize(constraint.schema, 'tools');
-  tools.forEach((t, i) => {
+  constrained.forEach((t, i) => {
     constraintGrammar({ kind: 'json_schema', schema: t.parameters }, `tools[${i}].function.parameters`);
   });
   constraintGrammar(constraint, 'tools');
   return constraint;
+}
+
+/**
+ * What a forced call's arguments must be: an object (a call's arguments are one, and tool-calls.ts refuses others, so
+ * a schema that allowed `null` would end the answer as text, not a call). `{}` reads as any object; a root that is not
+ * `type: "object"` is refused.
+ */
+function argumentsSchema(tool: ChatTool, index: number): Record<string, unknown> {
+  const parameters = tool.parameters as Record<string, unknown>;
+  if (Object.keys(parameters).length === 0) return { type: 'object' };
+  if (parameters['type'] !== 'object') {
+    const param = `tools[${index}].function.parameters`;
+    throw bad(`${param} must be an object schema ("type": "object") for a forced tool call`, param);
+  }
+  return parameters;
 }
 
 /**
@@ -113,9 +129,14 @@ export function toolCallsSchema(tools: readonly ChatTool[], parallel: boolean): 
     const prefix = `t${i}`;
     const params = tool.parameters as Record<string, unknown>;
     const { $defs, definitions, ...own } = params;
-    for (const group of [$defs, definitions]) {
+    for (const [groupName, group] of [
+      ['$defs', $defs],
+      ['definitions', definitions],
+    ] as const) {
       if (!isObject(group)) continue;
-      for (const [name, def] of Object.entries(group)) defs[`${prefix}.${name}`] = rewriteRefs(def, prefix);
+      // each group under its own name: a $defs.X and a definitions.X stay two
+      for (const [name, def] of Object.entries(group))
+        defs[`${prefix}.${groupName}.${name}`] = rewriteRefs(def, prefix);
     }
     defs[prefix] = rewriteRefs(own, prefix);
     return {
@@ -134,6 +155,8 @@ export function toolCallsSchema(tools: readonly ChatTool[], parallel: boolean): 
   };
 }
 
+const LITERAL_KEYWORDS = new Set(['const', 'enum', 'default', 'examples']);
+
 /** Depth-bounded (the schemas were checked, so this never meets a deeper one): no stack overflow on any input. */
 function rewriteRefs(value: unknown, prefix: string, depth = 0): unknown {
   if (depth > JSON_DEPTH_MAX) throw bad(`tools: parameters nested deeper than ${JSON_DEPTH_MAX}`, 'tools');
@@ -142,8 +165,10 @@ function rewriteRefs(value: unknown, prefix: string, depth = 0): unknown {
   const out: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(value)) {
     if (key === '$ref' && typeof v === 'string') {
-      const m = /^#\/(?:\$defs|definitions)\/(.+)$/.exec(v);
-      out[key] = v === '#' ? `#/$defs/${prefix}` : m !== null ? `#/$defs/${prefix}.${m[1]}` : v;
+      const m = /^#\/(\$defs|definitions)\/(.+)$/.exec(v);
+      out[key] = v === '#' ? `#/$defs/${prefix}` : m !== null ? `#/$defs/${prefix}.${m[1]}.${m[2]}` : v;
+    } else if (LITERAL_KEYWORDS.has(key)) {
+      out[key] = v; // data, not schemas: a "$ref" inside a const is text to match
     } else {
       out[key] = rewriteRefs(v, prefix, depth + 1);
     }

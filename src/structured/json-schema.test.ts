@@ -78,6 +78,17 @@ describe('normalizeSchema', () => {
     assert.match(refusal({ type: 'string', maxItems: 2 }), /'maxItems' does not apply to type 'string'/);
     assert.match(refusal({ type: 'array' }), /needs 'items'/);
     assert.match(refusal({ type: 'string', minLength: 5, maxLength: 2 }), /below 'minLength'/);
+    // read past, these let answers through that the schema refuses (a fuzz against ajv found each)
+    assert.match(refusal({ type: 'string', enum: ['red', 'green'], maxLength: 1 }), /'maxLength' next to 'enum'/);
+    assert.match(refusal({ const: 'abc', minLength: 5 }), /'minLength' next to 'enum' or 'const'/);
+    assert.match(
+      refusal({ type: 'object', properties: { x: { $id: 'http://e.com/x', type: 'null' } } }),
+      /'\$id' below the root is not supported \(at #\/properties\/x\)/,
+    );
+    assert.match(refusal({ type: 'number', exclusiveMaximum: 1e15 }), /'exclusiveMaximum' is not supported/);
+    assert.match(refusal({ type: 'number', exclusiveMinimum: -1e15 }), /'exclusiveMinimum' is not supported/);
+    assert.doesNotThrow(() => normalizeSchema({ type: 'number', exclusiveMaximum: 1e16, maximum: 1e15 }));
+    assert.doesNotThrow(() => normalizeSchema({ $id: 'https://example.com/root', type: 'string', enum: ['a'] }));
   });
 
   it('bounds depth and size', () => {

@@ -125,6 +125,8 @@ class SchemaReader {
       if (Object.values(TYPE_KEYWORDS).some((keys) => keys.includes(key))) continue;
       this.fail(path, `the keyword '${key}' is not supported`);
     }
+    // below the root an '$id' starts a new base for every '$ref' inside it, which '#…' references here ignore
+    if (depth > 0 && s['$id'] !== undefined) this.fail(path, "'$id' below the root is not supported");
     if (depth === 0) this.readDefs(s, path);
     else if (s['$defs'] !== undefined || s['definitions'] !== undefined)
       this.fail(path, "'$defs' is only supported at the root");
@@ -193,6 +195,12 @@ class SchemaReader {
   }
 
   private literals(s: Json, path: string): SchemaNode {
+    // the literals are the whole answer: a keyword beside them (maxLength, properties…) would narrow it, so it is
+    // refused rather than read past
+    const beside = Object.keys(s).find(
+      (k) => !ANNOTATIONS.has(k) && !['type', 'enum', 'const', '$defs', 'definitions'].includes(k),
+    );
+    if (beside !== undefined) this.fail(path, `'${beside}' next to 'enum' or 'const' is not supported`);
     const values = s['const'] !== undefined ? [s['const']] : s['enum'];
     if (s['const'] !== undefined && s['enum'] !== undefined) this.fail(path, "'enum' and 'const' together");
     if (!Array.isArray(values) || values.length === 0) this.fail(path, "'enum' must be a non-empty array");
@@ -278,15 +286,30 @@ class SchemaReader {
   }
 
   private numericBounds(s: Json, path: string): void {
-    for (const key of ['minimum', 'exclusiveMinimum'] as const) {
+    // the largest number the grammar writes rounds to ±1e15 itself: an exclusive bound there must lie beyond it
+    const at = (v: unknown, exclusive: boolean, sign: 1 | -1) =>
+      typeof v === 'number' && (exclusive ? sign * v > GENERATED_NUMBER_ABS_MAX : sign * v >= GENERATED_NUMBER_ABS_MAX);
+    for (const [key, exclusive] of [
+      ['minimum', false],
+      ['exclusiveMinimum', true],
+    ] as const) {
       const v = s[key];
-      if (v !== undefined && !(typeof v === 'number' && v <= -GENERATED_NUMBER_ABS_MAX))
-        this.fail(path, `'${key}' is not supported (only bounds at or below -${GENERATED_NUMBER_ABS_MAX})`);
+      if (v !== undefined && !at(v, exclusive, -1))
+        this.fail(
+          path,
+          `'${key}' is not supported (only bounds ${exclusive ? 'below' : 'at or below'} -${GENERATED_NUMBER_ABS_MAX})`,
+        );
     }
-    for (const key of ['maximum', 'exclusiveMaximum'] as const) {
+    for (const [key, exclusive] of [
+      ['maximum', false],
+      ['exclusiveMaximum', true],
+    ] as const) {
       const v = s[key];
-      if (v !== undefined && !(typeof v === 'number' && v >= GENERATED_NUMBER_ABS_MAX))
-        this.fail(path, `'${key}' is not supported (only bounds at or above ${GENERATED_NUMBER_ABS_MAX})`);
+      if (v !== undefined && !at(v, exclusive, 1))
+        this.fail(
+          path,
+          `'${key}' is not supported (only bounds ${exclusive ? 'above' : 'at or above'} ${GENERATED_NUMBER_ABS_MAX})`,
+        );
     }
   }
 }

@@ -149,8 +149,21 @@ describe('tool calls', () => {
       );
     };
     await refused({ tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice', /nope/);
-    const patterned = [{ type: 'function', function: { name: 'f', parameters: { type: 'string', pattern: 'x' } } }];
+    const patterned = [
+      {
+        type: 'function',
+        function: { name: 'f', parameters: { type: 'object', properties: { s: { type: 'string', pattern: 'x' } } } },
+      },
+    ];
     await refused({ tools: patterned, tool_choice: 'required' }, 'tools[0].function.parameters', /'pattern'/);
+    // a forced call's arguments are an object: a root that allows null would end the answer as text, not a call
+    const nullable = [{ type: 'function', function: { name: 'f', parameters: { type: ['object', 'null'] } } }];
+    await refused({ tools: nullable, tool_choice: 'required' }, 'tools[0].function.parameters', /an object schema/);
+    await refused(
+      { response_format: { type: 'json_object' }, stop_token_ids: [5] },
+      'stop_token_ids',
+      /cannot be combined with response_format/,
+    );
     await refused({ functions: [{ name: 'f' }] }, 'functions', /deprecated/);
     await refused({ tools, response_format: { type: 'json_object' } }, 'response_format', /tool_choice is none/);
     await refused({ tool_choice: 'required' }, 'tool_choice', /needs tools/);
