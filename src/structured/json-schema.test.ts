@@ -89,6 +89,22 @@ describe('normalizeSchema', () => {
     assert.match(refusal({ type: 'number', exclusiveMinimum: -1e15 }), /'exclusiveMinimum' is not supported/);
     assert.doesNotThrow(() => normalizeSchema({ type: 'number', exclusiveMaximum: 1e16, maximum: 1e15 }));
     assert.doesNotThrow(() => normalizeSchema({ $id: 'https://example.com/root', type: 'string', enum: ['a'] }));
+    // no finite document: the answer would run to max_tokens, and a mask could lead into it from a finite choice
+    const self = { type: 'object', properties: { a: { $ref: '#' } }, required: ['a'], additionalProperties: false };
+    assert.match(refusal(self), /a '\$ref' that can never end.* \(at #\)/);
+    assert.match(refusal({ type: 'array', items: { $ref: '#' }, minItems: 1 }), /can never end/);
+    const mixed = {
+      anyOf: [{ type: 'null' }, { $ref: '#/$defs/inf' }],
+      $defs: { inf: { type: 'array', items: { $ref: '#/$defs/inf' }, minItems: 1 } },
+    };
+    assert.match(refusal(mixed), /can never end.* \(at #\/\$defs\/inf\)/);
+    // recursion that may stop is fine: an optional self, an array that may be empty, a null alternative
+    for (const finite of [
+      { type: 'object', properties: { a: { $ref: '#' } }, additionalProperties: false },
+      { type: 'array', items: { $ref: '#' } },
+      { anyOf: [{ type: 'null' }, { type: 'array', items: { $ref: '#' }, minItems: 1 }] },
+    ])
+      assert.doesNotThrow(() => normalizeSchema(finite), JSON.stringify(finite));
   });
 
   it('bounds depth and size', () => {

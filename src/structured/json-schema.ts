@@ -99,7 +99,60 @@ export function normalizeSchema(schema: unknown, param = 'response_format.json_s
   const root = reader.node(schema, '#', 0);
   reader.resolveRefs();
   if (reader.defs.has('#')) reader.defs.set('#', root);
+  const endless = endlessDefinition(root, reader.defs);
+  if (endless !== undefined) {
+    reader.fail(
+      endless,
+      "a '$ref' that can never end: every document it allows contains itself, so the answer could start one and " +
+        'never finish it',
+    );
+  }
   return { root, defs: reader.defs };
+}
+
+/**
+ * A definition the schema reaches that has no finite document (an object that must contain itself, an array that
+ * must hold one of itself), if any. Only a reference can make a schema endless, so the definitions are what is
+ * checked: whether each can finish is a least fixpoint (none can, until one is seen to).
+ */
+function endlessDefinition(root: SchemaNode, defs: ReadonlyMap<string, SchemaNode>): string | undefined {
+  const finishes = new Map<string, boolean>([...defs.keys()].map((name) => [name, false]));
+  const can = (node: SchemaNode): boolean => {
+    switch (node.kind) {
+      case 'object':
+        return node.properties.every((p) => !p.required || can(p.value));
+      case 'array':
+        return node.minItems === 0 || can(node.items);
+      case 'anyOf':
+        return node.options.some(can);
+      case 'ref':
+        return finishes.get(node.name) === true;
+      default:
+        return true;
+    }
+  };
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const [name, node] of defs) {
+      if (finishes.get(name) !== true && can(node)) {
+        finishes.set(name, true);
+        changed = true;
+      }
+    }
+  }
+  // the definitions the root reaches (a stack, not recursion: a chain of references can be long)
+  const reached = new Set<string>();
+  const stack: SchemaNode[] = [root];
+  for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+    if (node.kind === 'object') stack.push(...node.properties.map((p) => p.value));
+    else if (node.kind === 'array') stack.push(node.items);
+    else if (node.kind === 'anyOf') stack.push(...node.options);
+    else if (node.kind === 'ref' && !reached.has(node.name)) {
+      reached.add(node.name);
+      stack.push(defs.get(node.name)!);
+    }
+  }
+  return [...reached].find((name) => finishes.get(name) !== true);
 }
 
 class SchemaReader {
