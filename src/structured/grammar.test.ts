@@ -107,9 +107,10 @@ describe('schema grammars read compact JSON exactly as the schema allows', () =>
   });
 
   it('a $ref cycle that reads nothing in between is refused', () => {
+    // it can end (b may be null), so it is the grammar's own check that refuses it, not the schema's
+    const b = { anyOf: [{ $ref: '#/$defs/a' }, { type: 'null' }] };
     assert.throws(
-      () =>
-        grammarOf({ $defs: { a: { $ref: '#/$defs/b' }, b: { anyOf: [{ $ref: '#/$defs/a' }] } }, $ref: '#/$defs/a' }),
+      () => grammarOf({ $defs: { a: { $ref: '#/$defs/b' }, b }, $ref: '#/$defs/a' }),
       (e: unknown) => e instanceof KvfenceError && /recursion reaches itself/.test(e.message),
     );
   });
