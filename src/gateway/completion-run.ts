@@ -370,22 +370,21 @@ export class CompletionRun {
     }
     const { tokenizer } = this.ctx.model;
     const { logprobs, topLogprobs } = this.parsed;
-    const token = by?.token;
-    const withLogprobs = logprobs && token !== undefined;
+    const withLogprobs = logprobs && by !== undefined;
     if (out.chat !== undefined) {
       const deltas = out.chat.push(text);
-      const lp = withLogprobs ? [format.chatLogprob(tokenizer, token)] : null;
-      if (deltas.length === 0 && (token === undefined || (text !== '' && !withLogprobs))) return;
+      const lp = withLogprobs ? [format.chatLogprob(tokenizer, by.token)] : null;
+      if (deltas.length === 0 && (by === undefined || (text !== '' && !withLogprobs))) return;
       if (deltas.length === 0) deltas.push({ content: '' }); // a token without text yet still carries its logprob
       deltas.forEach((delta, i) => {
         this.writeDelta(out, delta, i === 0 ? lp : null);
       });
       return;
     }
-    if (token === undefined && text === '') return;
+    if (by === undefined && text === '') return;
     this.startStream();
     const lp = withLogprobs
-      ? format.completionLogprobs(tokenizer, [token], [this.echoText.length + by!.offset], topLogprobs > 0)
+      ? format.completionLogprobs(tokenizer, [by.token], [this.echoText.length + by.offset], topLogprobs > 0)
       : null;
     this.sse(format.textCompletion(this.head, [{ text, finish: null, logprobs: lp }], undefined, out.index));
   }

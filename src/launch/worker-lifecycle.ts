@@ -2,8 +2,8 @@
  * How a worker process ends. The first SIGTERM (or SIGINT) drains it: readiness turns 503 at once, every gateway is
  * told `draining` and routes nothing new here, what the worker holds is served until the gateways let go or the
  * drain deadline passes, then the process exits 0. A second signal exits at once (1). The CLI's `kvfence
- * prefill|decode` and a supervised child (worker-main.ts) both end here. SIGHUP is ignored (a worker has no key file;
- * node's default would end it undrained).
+ * prefill|decode` and a supervised child (worker-main.ts) both end here. Both also ignore SIGHUP from their start
+ * (hangup.ts: a worker has no key file, and node's default would end it undrained).
  */
 import type { RunningWorker } from '../cluster/worker-config.js';
 import { errorMessage } from '../util/errors.js';
