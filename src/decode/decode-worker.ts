@@ -14,11 +14,11 @@
 
 import type { PoolStats } from '../cluster/control-protocol.js';
 import { poolStats } from '../cluster/pool-stats.js';
-import { checkFits, pickAdmissions, validateRequest } from '../engine/admission.js';
+import { admissionPass, checkFits, validateRequest } from '../engine/admission.js';
 import type { BatchRunner } from '../engine/batch-runner.js';
 import { choiceRequest, pagesOfRequest, tailPages } from '../engine/choice-group.js';
+import type { PausedCandidate } from '../engine/engine.js';
 import type { GenerationSink } from '../engine/inference-worker.js';
-import { poolRoom } from '../engine/page-grant.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import type { SequenceSampler } from '../engine/sequence-sampler.js';
 import { pagesForTokens } from '../kv/kv-layout.js';
@@ -91,7 +91,9 @@ export class DecodeWorker {
   private transferring = 0;
   private closed = false;
 
-  constructor(private readonly options: DecodeWorkerOptions) {}
+  constructor(private readonly options: DecodeWorkerOptions) {
+    options.runner.engine.admitOutside((tenant) => this.transferSlots(tenant));
+  }
 
   get provenContext(): number {
     return this.options.provenContext;
@@ -203,24 +205,38 @@ export class DecodeWorker {
     this.options.runner.close(error);
   }
 
-  /** Admits what the shared rule allows now (admission.ts), each into its transfer. */
+  /**
+   * Admits what the shared rule allows now (admission.ts): paused sequences back into the batch, queued requests each
+   * into its transfer, the tenant holding least first. When the one chosen waits for batch slots alone, the engine
+   * pauses sequences of tenants holding more (Engine.pauseFor), and the next round admits it.
+   */
   private admit(): void {
-    if (this.closed || this.queue.length === 0) return;
-    const { pool } = this.options;
-    const { engine } = this.options.runner;
-    const slotsOf = (tenant?: string) => {
-      let slots = engine.runningSlots(tenant);
-      for (const h of this.held.values())
-        if (h.state.name === 'transferring' && (tenant === undefined || h.tenant === tenant)) slots += h.slots;
-      return slots;
-    };
-    const room = poolRoom(pool, undefined, slotsOf(), this.options.runningMax, slotsOf); // decode keeps no prefix cache
-    for (const h of pickAdmissions(this.queue, room)) {
-      this.queue.splice(this.queue.indexOf(h), 1);
-      assert(h.state.name === 'queued', 'only queued requests are admitted');
-      clearTimeout(h.state.timer);
-      this.startTransfer(h);
+    if (this.closed) return;
+    const { runner } = this.options;
+    for (let round = 0; round <= this.options.runningMax; round++) {
+      const candidates = [...runner.engine.pausedCandidates(), ...this.queue];
+      if (candidates.length === 0) return;
+      const pass = admissionPass<PausedCandidate | Held>(candidates, runner.engine.admissionRoom());
+      for (const c of pass.admitted) {
+        if ('paused' in c) {
+          runner.resumePaused(c.paused);
+          continue;
+        }
+        this.queue.splice(this.queue.indexOf(c), 1);
+        assert(c.state.name === 'queued', 'only queued requests are admitted');
+        clearTimeout(c.state.timer);
+        this.startTransfer(c);
+      }
+      if (pass.waitsForSlots === undefined || !runner.engine.pauseFor(pass.waitsForSlots)) return;
     }
+  }
+
+  /** Batch slots held for transfers in flight (per tenant, or all): they join the engine's batch at COMMIT. */
+  private transferSlots(tenant?: string): number {
+    let slots = 0;
+    for (const h of this.held.values())
+      if (h.state.name === 'transferring' && (tenant === undefined || h.tenant === tenant)) slots += h.slots;
+    return slots;
   }
 
   private startTransfer(h: Held): void {

@@ -5,9 +5,11 @@ import { KvfenceError } from '../util/errors.js';
 import {
   type AdmissionCandidate,
   type AdmissionRoom,
+  admissionPass,
   checkFits,
   contextError,
   pickAdmissions,
+  slotDonors,
   validateRequest,
 } from './admission.js';
 import type { GenerationRequest } from './request.js';
@@ -161,6 +163,39 @@ test('pages admitted in the same pass count against the tenant quota and the fre
   // 6 pages free: a1 (3) and b1 (3) take them all; c1 (1) no longer fits and stops the pass
   const pool = [candidate('a1', 3), candidate('b1', 3), candidate('c1', 1)];
   assert.deepEqual(names(pickAdmissions(pool, room(6))), ['a1', 'b1']);
+});
+
+test('a pass that stops for batch slots alone names the request it stopped at; one that stops for pages does not', () => {
+  const queue = [candidate('a5', 1), candidate('b1', 2)];
+  const full = admissionPass(queue, room(50, { a: 8 }, 8, 8, { a: 8 }));
+  assert.deepEqual([names(full.admitted), full.waitsForSlots?.name], [[], 'b1']);
+  const noPages = admissionPass(queue, room(1, { a: 8 }, 8, 8, { a: 8 }));
+  assert.deepEqual([names(noPages.admitted), noPages.waitsForSlots], [[], undefined]);
+  const room2 = admissionPass(queue, room(50, { a: 8 }, 8, 6, { a: 6 }));
+  assert.deepEqual([names(room2.admitted), room2.waitsForSlots?.name], [['b1', 'a5'], undefined]);
+});
+
+test('slotDonors: the tenant running most pauses for one running less, never below it, never for a larger share', () => {
+  const b1 = candidate('b1', 1);
+  const pausable = (counts: Record<string, number>) => new Map(Object.entries(counts));
+  // a runs all 8 slots: one of its sequences pauses for b's request
+  assert.deepEqual(slotDonors(b1, room(50, { a: 8 }, 8, 8, { a: 8 }), pausable({ a: 8 })), ['a']);
+  // n = 3: three slots, each from whoever runs most then (a 5 and c 5: a, c, a, each left with at least b's 3)
+  const three = slotDonors({ ...b1, slots: 3 }, room(50, {}, 10, 10, { a: 5, c: 5 }), pausable({ a: 5, c: 5 }));
+  assert.deepEqual(three, ['a', 'c', 'a']);
+  const short = slotDonors({ ...b1, slots: 3 }, room(50, {}, 8, 8, { a: 5, c: 3 }), pausable({ a: 5, c: 3 }));
+  assert.equal(short, undefined, 'a third slot would leave a or c below 3');
+  // never so far that the two would trade places: a at 4 against b's 3 gives no slot for b's fourth (3 < 4)
+  assert.equal(slotDonors(b1, room(50, {}, 7, 7, { a: 4, b: 3 }), pausable({ a: 4, b: 3 })), undefined);
+  // at 5 against 3 it does (4 ≥ 4); the waiter's own tenant never pauses for it
+  assert.deepEqual(slotDonors(b1, room(50, {}, 8, 8, { a: 5, b: 3 }), pausable({ a: 5, b: 3 })), ['a']);
+  // n > 1 requests' choices do not pause: a runs 8 slots of which none can
+  assert.equal(slotDonors(b1, room(50, {}, 8, 8, { a: 8 }), pausable({ a: 0 })), undefined);
+  // b holds 90 of the 100 pages (a larger share than a's 7 of 8 slots would leave): admission would hand the slot
+  // straight back to a's paused sequence, so nobody pauses
+  assert.equal(slotDonors(b1, room(10, { b: 90 }, 8, 8, { a: 8 }), pausable({ a: 8 })), undefined);
+  // more slots short than the donors can give: nobody pauses at all
+  assert.equal(slotDonors({ ...b1, slots: 4 }, room(50, {}, 4, 4, { a: 4 }), pausable({ a: 4 })), undefined);
 });
 
 test('property: admission respects free pages, runningMax, quotas, each tenant order, and goes to the least held', () => {

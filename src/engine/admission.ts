@@ -17,7 +17,8 @@
  *           ──  ──                      admission stops until they are: a large request is not starved by small ones
  *
  * A tenant at its limit waits; others pass. The chosen request waits only for room in the batch or the pool, which
- * others' requests free as they end, and no tenant holding more is admitted before it (DESIGN I11).
+ * others' requests free as they end, and no tenant holding more is admitted before it (DESIGN I11). When only batch
+ * slots keep it out, the engine may pause running sequences of a tenant holding more slots to make room (slotDonors).
  */
 import { KvfenceError } from '../util/errors.js';
 import type { GenerationRequest } from './request.js';
@@ -116,8 +117,23 @@ export interface AdmissionRoom {
   slotsOfTenant(tenant: string): number;
 }
 
+/** One admission pass: who goes now, in order, and the request chosen next when only batch slots keep it waiting. */
+export interface AdmissionPass<T> {
+  admitted: T[];
+  /** the request the pass stopped at, when its pages are free and its slots are not (slotDonors may make them) */
+  waitsForSlots?: T;
+}
+
 /** The waiting requests to admit now, in the order they go. Pure: the caller reserves their pages. */
 export function pickAdmissions<T extends AdmissionCandidate>(waiting: readonly T[], room: AdmissionRoom): T[] {
+  return admissionPass(waiting, room).admitted;
+}
+
+/** pickAdmissions, also saying whether the pass stopped for batch slots alone. */
+export function admissionPass<T extends AdmissionCandidate>(
+  waiting: readonly T[],
+  room: AdmissionRoom,
+): AdmissionPass<T> {
   // each tenant's requests in arrival order; a Map keeps tenants in order of their first arrival
   const queues = new Map<string, T[]>();
   for (const candidate of waiting) {
@@ -132,8 +148,7 @@ export function pickAdmissions<T extends AdmissionCandidate>(waiting: readonly T
     pages.set(tenant, room.pagesOfTenant(tenant));
     slots.set(tenant, room.slotsOfTenant(tenant));
   }
-  const share = (tenant: string) =>
-    Math.max(slots.get(tenant)! / room.runningMax, pages.get(tenant)! / Math.max(1, room.poolPages));
+  const share = (tenant: string) => shareOf(room, slots.get(tenant)!, pages.get(tenant)!);
   const admitted: T[] = [];
   let free = room.freePages;
   let running = room.running;
@@ -155,7 +170,8 @@ export function pickAdmissions<T extends AdmissionCandidate>(waiting: readonly T
     if (next === undefined) break;
     const need = next.slots ?? 1;
     // the tenant holding least waits for room, and everyone with it: nothing passes a request because it is large
-    if (running + need > room.runningMax || next.pagesNeeded > free) break;
+    if (next.pagesNeeded > free) break;
+    if (running + need > room.runningMax) return { admitted, waitsForSlots: next };
     free -= next.pagesNeeded;
     running += need;
     pages.set(next.tenant, pages.get(next.tenant)! + next.pagesNeeded);
@@ -163,5 +179,51 @@ export function pickAdmissions<T extends AdmissionCandidate>(waiting: readonly T
     queues.get(next.tenant)!.shift();
     admitted.push(next);
   }
-  return admitted;
+  return { admitted };
+}
+
+/**
+ * Pausing instead of waiting (I11): when the request chosen next (`waiter`) waits for batch slots alone, the tenants
+ * whose running sequences pause to make them: one slot at a time from the tenant running the most, and only while that
+ * tenant keeps at least as many slots as the waiter's will have once admitted, and a larger share than the waiter's
+ * has now (so the
+ * next pass admits the waiter, not the paused sequence, and the two never trade places back and forth). `pausable`:
+ * per tenant, its running sequences that can pause (one answer each; an n > 1 request's choices run together).
+ * Undefined (nobody pauses) when that cannot make every slot needed. A paused sequence keeps its pages and resumes as
+ * an admission candidate ahead of its tenant's waiting requests.
+ *
+ *   running:  a a a a a a a a   (a: 8 of 8 slots)      b1 waits for one slot
+ *   pauses:   a ─ the youngest       a keeps 7 ≥ b's 1:  b1 runs at the next step, not when one of a's requests ends
+ */
+export function slotDonors(
+  waiter: AdmissionCandidate,
+  room: AdmissionRoom,
+  pausable: ReadonlyMap<string, number>,
+): string[] | undefined {
+  const need = waiter.slots ?? 1;
+  const waiterSlots = room.slotsOfTenant(waiter.tenant);
+  const waiterShare = shareOf(room, waiterSlots, room.pagesOfTenant(waiter.tenant));
+  const left = new Map([...pausable].map(([tenant, count]) => [tenant, { slots: room.slotsOfTenant(tenant), count }]));
+  const donors: string[] = [];
+  while (room.running - donors.length + need > room.runningMax) {
+    let donor: string | undefined;
+    for (const [tenant, share] of left) {
+      if (tenant === waiter.tenant || share.count === 0) continue;
+      if (donor === undefined || share.slots > left.get(donor)!.slots) donor = tenant;
+    }
+    if (donor === undefined) return undefined;
+    const share = left.get(donor)!;
+    share.slots--;
+    share.count--;
+    const fair =
+      share.slots > waiterSlots + need - 1 && shareOf(room, share.slots, room.pagesOfTenant(donor)) > waiterShare;
+    if (!fair) return undefined;
+    donors.push(donor);
+  }
+  return donors;
+}
+
+/** A tenant's share of the worker, as admission orders tenants: its batch slots or its pool pages, the larger. */
+function shareOf(room: AdmissionRoom, slots: number, pages: number): number {
+  return Math.max(slots / room.runningMax, pages / Math.max(1, room.poolPages));
 }

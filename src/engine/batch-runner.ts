@@ -52,6 +52,12 @@ export class BatchRunner {
     this.loop.kick();
   }
 
+  /** The owner's admission picked a paused request (Engine.resumePaused): it runs again from the next step. */
+  resumePaused(requestId: string): void {
+    this.engine.resumePaused(requestId);
+    this.loop.kick();
+  }
+
   /** Its pages are scrubbed and free before this returns; its sink hears nothing more. */
   cancel(requestId: string): void {
     this.sinks.delete(requestId);

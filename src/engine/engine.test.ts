@@ -90,12 +90,58 @@ test('a tenant inside its limits filling the batch, or the pool, does not keep a
   const slots = new Engine(config({ runningMax: 4 }), forwardFor(model, 64, 16));
   for (let i = 0; i < 8; i++) slots.submit(request(`a${i}`, 'a', 8, 20 + 4 * i), 0);
   const bySlots = firstTokens(slots, () => slots.submit(request('b', 'b', 8, 3), 0));
-  assert.ok(bySlots.get('b')! < bySlots.get('a4')!, `b's first token before a's fifth: ${[...bySlots]}`);
+  // one of a's sequences pauses: b's prompt (8 tokens, a chunk of 7 a step) runs at once, not after a0's 20 tokens
+  assert.equal(bySlots.get('b'), 4, `b's first token the step after its prompt: ${[...bySlots]}`);
   // the pool: a's requests hold nearly all of it and its next waits for pages; b's one page passes that one
   const pool = new Engine(config({ runningMax: 8 }), forwardFor(model, 30, 16));
   for (let i = 0; i < 4; i++) pool.submit(request(`a${i}`, 'a', 100, 28), 0); // 8 pages each: 3 fit in 30
   const byPages = firstTokens(pool, () => pool.submit(request('b', 'b', 3, 3), 0));
   assert.ok(byPages.get('b')! < byPages.get('a3')!, `b's first token before a's fourth: ${[...byPages]}`);
+});
+
+test('a paused sequence resumes where it stopped: every answer as it is alone, the pool whole; cancel frees it', () => {
+  const forward = forwardFor(model, 64, 16);
+  const engine = new Engine(config({ runningMax: 3 }), forward);
+  const requests = [request('a0', 'a', 9, 30), request('a1', 'a', 5, 30), request('a2', 'a', 12, 30)];
+  for (const r of requests) engine.submit(r, 0);
+  const late = [request('b0', 'b', 6, 4), request('c0', 'c', 4, 30)];
+  const pausedSeen = new Set<string>();
+  const outcomes = runToEnd(engine, 0, 5000, (step) => {
+    if (step === 6) for (const r of late) engine.submit(r, 0);
+    for (const id of engine.pausedRequests()) pausedSeen.add(id);
+  });
+  // b and c each took a slot from a (3 of 3) the step they came, and a's youngest paused for each
+  assert.deepEqual([...pausedSeen].sort(), ['a1', 'a2']);
+  for (const r of [...requests, ...late]) {
+    const solo = generate(forwardFor(model, 64, 16), r.promptTokens, {
+      maxTokens: r.maxTokens,
+      sampling: GREEDY,
+      prefillChunkTokens: 64,
+      isStopToken: () => false,
+    });
+    assert.deepEqual(outcomes.get(r.id)!.tokens, solo.tokens, `${r.id} tokens`);
+  }
+  assert.equal(forward.pool.checkConservation().free, 64);
+  // a paused request cancelled: its pages back at once
+  engine.submit(request('x0', 'x', 4, 40), 0);
+  engine.submit(request('x1', 'x', 4, 40), 0);
+  engine.submit(request('x2', 'x', 4, 40), 0);
+  engine.step(0);
+  engine.submit(request('y0', 'y', 4, 40), 0);
+  engine.step(0);
+  assert.deepEqual(engine.pausedRequests(), ['x2']);
+  const held = forward.pool.pagesOfTenant('x');
+  assert.ok(engine.cancel('x2'));
+  assert.equal(forward.pool.pagesOfTenant('x'), held - 3);
+  assert.deepEqual([engine.pausedRequests(), engine.runningRequestsOf('x')], [[], ['x0', 'x1']]);
+  runToEnd(engine);
+  assert.equal(forward.pool.checkConservation().free, 64);
+});
+
+test('one tenant never pauses its own sequences: it waits for its own to end', () => {
+  const engine = new Engine(config({ runningMax: 2 }), forwardFor(model, 64, 16));
+  for (let i = 0; i < 5; i++) engine.submit(request(`a${i}`, 'a', 6, 10), 0);
+  runToEnd(engine, 0, 5000, () => assert.deepEqual(engine.pausedRequests(), []));
 });
 
 test('limits: 503 when the queue is full or the wait too long, 400 over the context, 503 past the quota', () => {

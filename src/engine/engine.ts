@@ -12,7 +12,14 @@ import type { PageTable } from '../kv/page-table.js';
 import type { PrefixCache } from '../kv/prefix-cache.js';
 import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
-import { checkFits, pickAdmissions, validateRequest } from './admission.js';
+import {
+  type AdmissionCandidate,
+  type AdmissionRoom,
+  admissionPass,
+  checkFits,
+  slotDonors,
+  validateRequest,
+} from './admission.js';
 import { ChoiceGroup, choiceRequest, pagesOfRequest } from './choice-group.js';
 import { type EngineConfig, validateEngineConfig } from './engine-config.js';
 import { grantPages, poolRoom } from './page-grant.js';
@@ -25,6 +32,7 @@ import { type SamplingEnv, SequenceSampler, samplingEnv, type TokenChoice } from
 import { describeToken } from './token-logprobs.js';
 
 export interface EngineStats {
+  /** admitted requests' sequences: in the batch, or paused (their pages held) */
   running: number;
   waiting: number;
   pagesTotal: number;
@@ -75,9 +83,27 @@ export interface TransferredSequence {
   sampler: SequenceSampler;
 }
 
+/** A waiting or paused sequence as admission sees it: a paused one holds its pages already and needs one slot. */
+interface Candidate extends AdmissionCandidate {
+  seq: Sequence;
+}
+
+/** A paused request as an owner's admission sees it (Engine.pausedCandidates). */
+export interface PausedCandidate extends AdmissionCandidate {
+  readonly paused: string;
+}
+
+function pausedCandidate(seq: Sequence): PausedCandidate {
+  return { paused: seq.id, tenant: seq.tenant, pagesNeeded: 0, tenantPagesMax: Infinity };
+}
+
 export class Engine {
   private readonly waiting: Sequence[] = [];
   private readonly running: Sequence[] = [];
+  /** admitted sequences out of the batch for now, their pages held, so a tenant holding fewer slots can run (I11) */
+  private readonly paused: Sequence[] = [];
+  /** with an owner that admits (a decode worker): batch slots it holds for sequences joining later (admitOutside) */
+  private slotsOutside: ((tenant?: string) => number) | undefined;
   private readonly tenantRequests = new Map<string, number>();
   protected readonly pool: PagePool;
   private readonly prefixCache: PrefixCache | undefined;
@@ -104,7 +130,23 @@ export class Engine {
   }
 
   get hasWork(): boolean {
-    return this.waiting.length > 0 || this.running.length > 0;
+    // paused sequences wait for their admitter: this engine's next step, or an owner's resumePaused (which kicks)
+    return this.waiting.length > 0 || this.running.length > 0 || (this.paused.length > 0 && !this.ownerAdmits);
+  }
+
+  private get ownerAdmits(): boolean {
+    return this.slotsOutside !== undefined;
+  }
+
+  /**
+   * For a worker whose queue sits outside the engine (a decode worker: requests wait there, then for their transfer):
+   * from now on admission is the owner's. The engine counts `slotsOutside` (per tenant, or all) as taken batch slots;
+   * its paused sequences resume only when the owner's admission pass picks them (`resumePaused`), and it pauses only
+   * when the owner asks (`pauseFor`).
+   */
+  admitOutside(slotsOutside: (tenant?: string) => number): void {
+    assert(this.slotsOutside === undefined && this.waiting.length === 0, 'one owner admits, before any request');
+    this.slotsOutside = slotsOutside;
   }
 
   /** Queues a request or throws a KvfenceError (400 invalid or over the context, 503 queue full): nothing reserved then. */
@@ -234,7 +276,7 @@ export class Engine {
   step(nowMs: number): EngineEvent[] {
     const events: EngineEvent[] = [];
     this.expireWaiting(nowMs, events);
-    this.admit();
+    if (!this.ownerAdmits) this.admit();
     const planned = planStep(this.config, this.running, this.pace);
     if (planned.length === 0) return events;
     let outputs: ForwardOutput[];
@@ -275,7 +317,8 @@ export class Engine {
   /** Fails every request (shutdown); each gets its end event and its pages back. */
   abortAll(error: KvfenceError): EngineEvent[] {
     const events: EngineEvent[] = [];
-    for (const seq of [...this.running, ...this.waiting]) if (this.isQueued(seq)) this.fail(seq, error, events);
+    for (const seq of [...this.running, ...this.paused, ...this.waiting])
+      if (this.isQueued(seq)) this.fail(seq, error, events);
     return events;
   }
 
@@ -284,7 +327,7 @@ export class Engine {
     for (const [tenant, requests] of this.tenantRequests)
       tenants.set(tenant, { requests, pages: this.pool.pagesOfTenant(tenant) });
     return {
-      running: this.running.length,
+      running: this.running.length + this.paused.length,
       waiting: this.waiting.length,
       pagesTotal: this.pool.pageCount,
       pagesFree: this.pool.freePageCount,
@@ -293,38 +336,111 @@ export class Engine {
     };
   }
 
-  /** Ids of a tenant's running requests, oldest first. */
+  /** Ids of a tenant's admitted requests (in the batch or paused), in the batch's order, then the paused ones'. */
   runningRequestsOf(tenant: string): string[] {
-    return [...new Set(this.running.filter((s) => s.tenant === tenant).map((s) => s.id))];
+    return [
+      ...new Set(
+        this.admitted()
+          .filter((s) => s.tenant === tenant)
+          .map((s) => s.id),
+      ),
+    ];
   }
 
-  /** The page table a running request (or one of its n choices) reads through (tests look at it and corrupt it). */
+  /** Ids of the paused requests, oldest pause first. */
+  pausedRequests(): string[] {
+    return this.paused.map((s) => s.id);
+  }
+
+  /** The paused sequences as admission candidates (their pages held already), oldest pause first. */
+  pausedCandidates(): PausedCandidate[] {
+    return this.paused.map(pausedCandidate);
+  }
+
+  /** An owner's admission picked a paused request: it rejoins the batch at the next step. */
+  resumePaused(requestId: string): void {
+    const seq = this.paused.find((s) => s.id === requestId);
+    assert(seq !== undefined, `request ${requestId} is paused`);
+    this.paused.splice(this.paused.indexOf(seq), 1);
+    this.running.push(seq);
+  }
+
+  /** The page table an admitted request (or one of its n choices) reads through (tests look at it and corrupt it). */
   runningTable(requestId: string, choice = 0): PageTable | undefined {
-    return this.running.find((s) => s.id === requestId && s.choice === choice)?.table;
+    return this.admitted().find((s) => s.id === requestId && s.choice === choice)?.table;
   }
 
+  /**
+   * Admission (admission.ts): paused sequences resume and waiting requests get their pages, the tenant holding least
+   * first. When the one chosen waits for batch slots alone, sequences of tenants holding more pause to make them; the
+   * next round admits it (slotDonors keeps every donor's share above its own). The rounds are bounded by the batch.
+   */
   private admit(): void {
-    if (this.waiting.length === 0) return; // the cache's evictable count below walks its entries
-    const cache = this.prefixCache;
-    const room = poolRoom(this.pool, cache, this.runningSlots(), this.config.runningMax, (t) => this.runningSlots(t));
-    for (const seq of pickAdmissions(this.waiting, room)) {
-      const owner = { tenant: seq.tenant, request: seq.id };
-      if (seq.group !== undefined) {
-        const grant = seq.group.grant(this.pool, cache, owner, seq.request.promptTokens);
-        seq.reservation = grant.tail;
-        seq.table = grant.table;
-        seq.prefixKeys = grant.prefixKeys;
-      } else {
-        const grant = grantPages(this.pool, cache, owner, seq.request.promptTokens, seq.pagesNeeded);
-        seq.reservation = grant.reservation;
-        seq.table = grant.table;
-        seq.prefixKeys = grant.prefixKeys;
-        seq.prefixHits = grant.prefixHits;
+    if (this.waiting.length === 0 && this.paused.length === 0) return; // the cache's evictable count walks its entries
+    for (let round = 0; round <= this.config.runningMax; round++) {
+      const candidates: Candidate[] = [
+        ...this.paused.map((seq) => ({ ...pausedCandidate(seq), seq })),
+        ...this.waiting.map((seq) => ({
+          seq,
+          tenant: seq.tenant,
+          pagesNeeded: seq.pagesNeeded,
+          tenantPagesMax: seq.tenantPagesMax,
+          slots: seq.slots,
+        })),
+      ];
+      const pass = admissionPass(candidates, this.admissionRoom());
+      for (const { seq } of pass.admitted) {
+        if (seq.state === 'waiting') this.grant(seq);
+        else this.paused.splice(this.paused.indexOf(seq), 1);
+        this.running.push(seq);
       }
-      seq.state = 'prefilling';
-      this.waiting.splice(this.waiting.indexOf(seq), 1);
-      this.running.push(seq);
+      if (pass.waitsForSlots === undefined || !this.pauseFor(pass.waitsForSlots)) return;
     }
+  }
+
+  /** Pauses the youngest pausable sequence of each donor slotDonors names for `waiter`; false when it names none. */
+  pauseFor(waiter: AdmissionCandidate): boolean {
+    const pausable = new Map<string, number>();
+    for (const seq of this.running)
+      if (seq.group === undefined) pausable.set(seq.tenant, (pausable.get(seq.tenant) ?? 0) + 1);
+    const donors = slotDonors(waiter, this.admissionRoom(), pausable);
+    if (donors === undefined) return false;
+    for (const tenant of donors) {
+      const youngest = this.running.filter((s) => s.tenant === tenant && s.group === undefined).at(-1);
+      assert(youngest !== undefined, 'a donor has a pausable sequence');
+      this.running.splice(this.running.indexOf(youngest), 1);
+      this.paused.push(youngest);
+    }
+    return true;
+  }
+
+  /**
+   * The pool and batch now, as admission sees them: the prefix cache's evictable pages count as free, and the slots an
+   * owner holds outside (admitOutside) as taken.
+   */
+  admissionRoom(): AdmissionRoom {
+    const slotsOf = (tenant?: string) => this.runningSlots(tenant) + (this.slotsOutside?.(tenant) ?? 0);
+    return poolRoom(this.pool, this.prefixCache, slotsOf(), this.config.runningMax, slotsOf);
+  }
+
+  /** A waiting request's pages (admission checked them against the free and evictable pages: cannot fail). */
+  private grant(seq: Sequence): void {
+    const cache = this.prefixCache;
+    const owner = { tenant: seq.tenant, request: seq.id };
+    if (seq.group !== undefined) {
+      const grant = seq.group.grant(this.pool, cache, owner, seq.request.promptTokens);
+      seq.reservation = grant.tail;
+      seq.table = grant.table;
+      seq.prefixKeys = grant.prefixKeys;
+    } else {
+      const grant = grantPages(this.pool, cache, owner, seq.request.promptTokens, seq.pagesNeeded);
+      seq.reservation = grant.reservation;
+      seq.table = grant.table;
+      seq.prefixKeys = grant.prefixKeys;
+      seq.prefixHits = grant.prefixHits;
+    }
+    seq.state = 'prefilling';
+    this.waiting.splice(this.waiting.indexOf(seq), 1);
   }
 
   private expireWaiting(nowMs: number, events: EngineEvent[]): void {
@@ -465,10 +581,9 @@ export class Engine {
 
   /** Takes a sequence out of the queues and gives its pages back (scrubbed) and its tenant's slot. */
   private remove(seq: Sequence): void {
-    const queue = seq.state === 'waiting' ? this.waiting : this.running;
-    const index = queue.indexOf(seq);
-    assert(index >= 0, `sequence ${seq.id} is in its queue`);
-    queue.splice(index, 1);
+    const queue = this.queueOf(seq);
+    assert(queue !== undefined, `sequence ${seq.id} is in its queue`);
+    queue.splice(queue.indexOf(seq), 1);
     if (seq.reservation !== undefined) this.pool.release(seq.reservation);
     if (seq.extraReservation !== undefined) this.pool.release(seq.extraReservation);
     this.prefixCache?.detach(seq.prefixHits);
@@ -494,7 +609,17 @@ export class Engine {
 
   /** Still in a queue (not removed by its request's failure earlier in the same step). */
   private isQueued(seq: Sequence): boolean {
-    return (seq.state === 'waiting' ? this.waiting : this.running).includes(seq);
+    return this.queueOf(seq) !== undefined;
+  }
+
+  /** The queue a sequence is in: waiting, in the batch, or paused; none once removed. */
+  private queueOf(seq: Sequence): Sequence[] | undefined {
+    return [this.waiting, this.running, this.paused].find((queue) => queue.includes(seq));
+  }
+
+  /** Admitted sequences: the batch's, then the paused ones. */
+  private admitted(): Sequence[] {
+    return [...this.running, ...this.paused];
   }
 
   /** The sequence and, for an n > 1 request, its other choices. */
@@ -509,10 +634,11 @@ export class Engine {
     assert(count >= 0, 'tenant request counts stay non-negative');
     if (count === 0) this.tenantRequests.delete(tenant);
     else this.tenantRequests.set(tenant, count);
-    assert(this.tenantRequests.size <= this.waiting.length + this.running.length, 'every counted tenant has a request');
+    const requests = this.waiting.length + this.running.length + this.paused.length;
+    assert(this.tenantRequests.size <= requests, 'every counted tenant has a request');
   }
 
   protected find(requestId: string): Sequence | undefined {
-    return this.running.find((s) => s.id === requestId) ?? this.waiting.find((s) => s.id === requestId);
+    return this.admitted().find((s) => s.id === requestId) ?? this.waiting.find((s) => s.id === requestId);
   }
 }

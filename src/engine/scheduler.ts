@@ -1,7 +1,7 @@
 /**
  * Continuous batching: which tokens each running sequence feeds this step (admission.ts picks who runs). A sequence
  * is admitted only when its whole need (prompt + maxTokens, in pages) can be reserved, so a running sequence never runs
- * out of pages: no overcommit, no preemption, no truncation.
+ * out of pages: no overcommit, no eviction, no truncation (admission may pause a sequence, its pages held: admission.ts).
  *
  * Each step: every decoding sequence feeds its last token (1 each), then prefilling sequences take prompt chunks of
  * at most prefillChunkTokens from what is left of the step token budget — while any sequence decodes, of at most one

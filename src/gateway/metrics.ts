@@ -53,7 +53,11 @@ export class GatewayMetrics {
           this.set({ model_name: modelName }, read());
         },
       });
-    gauge('vllm:num_requests_running', 'Requests in the running batch.', () => worker.stats().running);
+    gauge(
+      'vllm:num_requests_running',
+      'Requests admitted: in the running batch, or paused with their pages held.',
+      () => worker.stats().running,
+    );
     gauge(
       'vllm:num_requests_waiting',
       "Requests waiting for admission (the workers' queues and the tenant quotas).",

@@ -20,6 +20,7 @@ export async function timedStream(
   prompt: readonly number[],
   maxTokens: number,
   t0: number,
+  onFirstToken?: () => void,
 ): Promise<TimedStream> {
   const response = await fetch(`${server.url}/v1/completions`, {
     method: 'POST',
@@ -51,7 +52,10 @@ export async function timedStream(
         usage?: { completion_tokens: number };
       };
       if (event.usage != null) tokens = event.usage.completion_tokens;
-      if (event.choices?.[0]?.text) firstTokenAt ??= performance.now() - t0;
+      if (event.choices?.[0]?.text && firstTokenAt === undefined) {
+        firstTokenAt = performance.now() - t0;
+        onFirstToken?.();
+      }
     }
   }
   return { status: response.status, firstTokenAt, endAt: performance.now() - t0, tokens };
