@@ -31,7 +31,7 @@ import { TransferError, transferEndError } from '../transfer/transfer-error.js';
 import type { TransferHandle, TransferReceiver } from '../transfer/transfer-receiver.js';
 import type { FirstToken, TokenLogprobWire } from '../transfer/wire-format.js';
 import { assert } from '../util/assert.js';
-import { asKvfenceError, KvfenceError } from '../util/errors.js';
+import { asKvfenceError, errorMessage, KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
 
 /** Where a request's answers go: its gateway's control connection. */
@@ -425,7 +425,16 @@ export class DecodeWorker {
         break;
       }
       case 'transferring':
-        state.handle.cancel('cancelled'); // scrubs the prompt pages (no effect once terminal)
+        try {
+          state.handle.cancel('cancelled'); // scrubs the prompt pages (no effect once terminal)
+        } catch (error) {
+          // a sink that throws as it scrubs (a bug) stops neither the releases below nor a cancelAll's or close's others
+          this.options.log.error(
+            { request: h.request.id, err: errorMessage(error) },
+            'cancelling a KV transfer failed',
+          );
+        }
+        // the prompt pages too (release is idempotent): what a throwing sink did not give back is given back here
         for (const r of [state.transfer.reservation, state.extra, ...state.siblings]) this.options.pool.release(r);
         break;
       case 'decoding':

@@ -124,7 +124,7 @@ export class TransferReceiver {
     };
   }
 
-  /** The session that checks one transfer's frames. Protected for the mutation self-test (test/mutants/). */
+  /** The session that checks one transfer's frames. Protected for tests (test/mutants/, decode-worker.test.ts). */
   protected newSession(
     ticket: TransferTicket,
     sink: KvPageSink,
