@@ -1,4 +1,5 @@
-// `kvfence serve` and `kvfence keys` as an operator runs them: the capacity proof at startup, clamping, key files.
+// `kvfence serve` and `kvfence keys` as an operator runs them: the capacity proof at startup, clamping, key files,
+// the request log.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -17,7 +18,10 @@ after(() => {
 });
 
 /** Starts `kvfence serve`, resolves with its URL and everything it printed once it listens. */
-function serve(args: readonly string[]): Promise<{
+function serve(
+  args: readonly string[],
+  logLevel: 'silent' | 'info' = 'silent',
+): Promise<{
   url: string;
   output: string;
   /** everything printed so far */
@@ -25,7 +29,7 @@ function serve(args: readonly string[]): Promise<{
   child: ReturnType<typeof spawn>;
   stop: () => Promise<number | null>;
 }> {
-  const child = spawn(process.execPath, [CLI_PATH, 'serve', '--port', '0', '--log-level', 'silent', ...args], {
+  const child = spawn(process.execPath, [CLI_PATH, 'serve', '--port', '0', '--log-level', logLevel, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
@@ -136,6 +140,37 @@ test('SIGHUP re-reads the key file: a new key works without a restart; a bad fil
   writeFileSync(keyFile, '{"keys": [');
   await hangUp(/key file NOT reloaded: .* is not JSON/);
   assert.equal(await status(beta), 200, 'the running table stays');
+  assert.equal(await server.stop(), 0);
+});
+
+test('a request’s log lines carry its tenant once, as a key with the tenant’s name', async () => {
+  const keyFile = join(dir, 'log-keys.json');
+  const key = runCli(['keys', 'add', '--tenant', 'acme', '--file', keyFile]).stdout.trim();
+  const args = ['--model', model, '--kv-pages', '32', '--api-keys', keyFile, '--incidents-db', join(dir, 'l.sqlite')];
+  const server = await serve(args, 'info');
+  const r = await fetch(`${server.url}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify({ model: 'kvfence-test-tiny-llama-f32-s7', prompt: 'hi', max_tokens: 4 }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  const body = await r.text();
+  assert.equal(r.status, 200, body);
+  const { id } = JSON.parse(body) as { id: string };
+  await waitFor(() => server.printed().includes('"msg":"request completed"}\n'), 'the request’s last log line');
+  // pino writes a key as often as it is given (a child's binding and the line's own field): JSON.parse keeps the last
+  const lines = server
+    .printed()
+    .split('\n')
+    .filter((line) => line.includes(`"request":"${id}"`));
+  assert.deepEqual(
+    lines.map((line) => (JSON.parse(line) as { msg: string }).msg),
+    ['request accepted', 'request completed'],
+  );
+  for (const line of lines) {
+    assert.equal(line.split('"tenant":').length - 1, 1, line);
+    assert.equal((JSON.parse(line) as { tenant: unknown }).tenant, 'acme');
+  }
   assert.equal(await server.stop(), 0);
 });
 
