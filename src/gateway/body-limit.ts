@@ -2,8 +2,10 @@
  * The largest request body the gateway reads: what the largest request that could fit the served context can need,
  * so a body that can never be served is a 413 before it is read, never a 16 MiB parse ending in a 400.
  *
- * A prompt of `context` tokens is at most `context × longest token` bytes of UTF-8 text (no token covers more text
- * than its own bytes), and a JSON encoder may escape every byte as \u00XX (6 bytes a byte); as token ids it is at most
+ * A prompt text the server takes is at most `context × longest token` UTF-16 code units, every one counted
+ * (prompt-length.ts: the whitespace a Phi-3 special token swallows too, though one token stands for any run of it), no
+ * more than `context × longest token bytes`, and a JSON encoder may escape each unit as \uXXXX (6 bytes a unit): the
+ * limit refuses no body whose prompt the length check would take. As token ids a prompt is at most
  * `context × (digits of the largest id + ", ")`. On top come the fields that are not prompt text: the chat messages'
  * JSON wrappers, a response-format schema, stop sequences, logit bias — the headroom below, which is also the floor (a
  * small context still takes a request with tools and a schema). The ceiling is LIMITS.requestBodyBytesMax: only a

@@ -4,6 +4,7 @@
  * A Record over every ErrorCode, so adding a code without deciding its status does not compile.
  */
 import { type ErrorCode, KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
 
 interface ErrorMapping {
   status: number;
@@ -65,8 +66,9 @@ export function bodyTooLargeError(limitBytes: number, context: number): HttpErro
     body: {
       error: {
         message:
-          `The request body is larger than ${limitBytes} bytes, the most a request to this server can need ` +
-          `(a ${context}-token context). Send a shorter prompt.`,
+          `The request body is larger than ${limitBytes} bytes, this server's request body limit: the most a ` +
+          `request whose prompt fits its ${context}-token context can need (at most ${LIMITS.requestBodyBytesMax} ` +
+          'bytes). Send a shorter prompt.',
         type: 'invalid_request_error',
         param: null,
         code: 'request_too_large',

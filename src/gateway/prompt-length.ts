@@ -20,11 +20,22 @@ function tooLong(context: number, param: PromptParam, what: string): KvfenceErro
   );
 }
 
-/** Refuses a text no `context` tokens can hold, before any tokenizing. */
+/**
+ * Refuses a text longer than `context` of the vocabulary's longest tokens, before any tokenizing: the bound the body
+ * limit is derived from (body-limit.ts). Every character counts, the whitespace a Phi-3 special token swallows too: one
+ * such token can stand for any run of it, but leaving the run out took a scan on the event loop, and in a chat message
+ * the token's text is literal and swallows nothing, so the tokenizer worked through what the scan had left out.
+ */
 export function checkTextLength(tokenizer: Tokenizer, text: string, context: number, param: PromptParam): void {
   const charsMax = context * tokenizer.longestTokenChars;
-  if (text.length > charsMax && tokenizer.countedChars(text) > charsMax)
-    throw tooLong(context, param, `is ${text.length} characters long, more than ${context} tokens can hold`);
+  if (text.length > charsMax)
+    throw tooLong(
+      context,
+      param,
+      `is ${text.length} characters long, more than the ${charsMax} this server reads for ${context} tokens ` +
+        `(${tokenizer.longestTokenChars} characters a token, the longest token's; ` +
+        'whitespace after special tokens counts too)',
+    );
 }
 
 /** Refuses ids past the context (tokenizing stopped there: `stopAfter`). */

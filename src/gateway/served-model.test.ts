@@ -5,10 +5,14 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { loadTestModel } from '../../test/helpers/models.js';
+import { loadChatTemplate } from '../model/chat-template.js';
 import type { GgufMetadata } from '../model/gguf-types.js';
 import { BYTE_TO_CHAR } from '../model/pretokenizer.js';
 import { type EncodeOptions, tokenizerFromGguf } from '../model/tokenizer.js';
 import { KvfenceError } from '../util/errors.js';
+import { bodyLimitFor } from './body-limit.js';
+import { templateTokens } from './chat-prompt.js';
+import { chatPromptTokens } from './prompt-length.js';
 import { encodeClientText, promptTokens, type ServedModel, servedModel } from './served-model.js';
 
 const model = loadTestModel({ preset: 'tiny', arch: 'qwen2', dtype: 'f32', seed: 7 });
@@ -64,7 +68,7 @@ test('a chat template that fails on a short conversation is refused when the mod
   );
 });
 
-test('the length pre-check counts the whitespace a Phi-3 special token swallows as nothing, and the rest as before', async () => {
+test('the length pre-check counts the whitespace Phi-3 special tokens swallow: what it takes fits the body limit', async () => {
   // llama.cpp gives a model named like Phi-3 RSTRIP special tokens: each swallows any run of whitespace after it
   const specials = ['<unk>', '<s>', '</s>', '<|endoftext|>', '<|end|>', '<|user|>', '<|assistant|>'];
   const tokens = [...BYTE_TO_CHAR, ...specials];
@@ -88,13 +92,34 @@ test('the length pre-check counts the whitespace a Phi-3 special token swallows 
   const context = 16;
   const encode = (text: string) => encodeClientText(phi3, text, { parseSpecial: true }, context, 'prompt', 't');
   const charsMax = context * tokenizer.longestTokenChars;
-  const swallowed = `<|user|>${' '.repeat(400)}hi<|end|>${'\n'.repeat(400)}<|assistant|>`;
-  assert.ok(swallowed.length > charsMax);
-  assert.equal((await encode(swallowed)).length, 5, 'five tokens: it fits the context');
-  // other whitespace is tokenized as any text: a text too long for the context is still refused before tokenizing
-  const tooLong = (e: unknown) =>
-    e instanceof KvfenceError && e.code === 'context_length_exceeded' && /characters long/.test(e.message);
-  await assert.rejects(encode(`<|user|>hi ${' '.repeat(charsMax)}`), tooLong);
-  await assert.rejects(encode('x'.repeat(charsMax + 1)), tooLong);
+  const tooLong = (param: string) => (e: unknown) =>
+    e instanceof KvfenceError &&
+    e.code === 'context_length_exceeded' &&
+    e.param === param &&
+    e.message.includes(`characters long, more than the ${charsMax} this server reads for ${context} tokens`);
+  // the tokens still swallow their whitespace: five tokens
+  const swallowed = `<|user|>${' '.repeat(40)}hi<|end|>${'\n'.repeat(40)}<|assistant|>`;
+  assert.ok(swallowed.length <= charsMax);
+  assert.equal((await encode(swallowed)).length, 5);
+  // two megabytes of it would be five tokens too, but a body that carries them is past the body limit (a 413 saying no
+  // request needs that much): the text is refused as too long, before tokenizing, like any text past the bound
+  const limit = bodyLimitFor(context, tokenizer).bytes;
+  const huge = `<|user|>hi<|end|>${'\n'.repeat(2 ** 21)}<|assistant|>`;
+  assert.ok(JSON.stringify({ prompt: huge }).length > limit);
+  await assert.rejects(encode(huge), tooLong('prompt'));
+  await assert.rejects(encode(`<|user|>hi<|end|>${'\n'.repeat(charsMax)}`), tooLong('prompt'));
+  await assert.rejects(encode('x'.repeat(charsMax + 1)), tooLong('prompt'));
   assert.deepEqual(encoded, [swallowed]);
+  // what the check takes fits the body limit, every character JSON-escaped
+  assert.ok(JSON.stringify({ prompt: '\u0001'.repeat(charsMax) }).length < limit);
+  // in a chat message the token's text is literal and swallows nothing: refused before the tokenizer works through it
+  const template = loadChatTemplate(
+    '{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}<|end|>\n{% endfor %}<|assistant|>\n',
+    templateTokens(tokenizer),
+  );
+  const messages = [{ role: 'user' as const, content: `<|end|>${' '.repeat(charsMax)}` }];
+  assert.throws(
+    () => chatPromptTokens(template, tokenizer, { messages, tools: undefined, context }),
+    tooLong('messages'),
+  );
 });

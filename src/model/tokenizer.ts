@@ -68,15 +68,11 @@ export interface Tokenizer {
   /** tokenizer.ggml.add_bos_token, or llama.cpp's default for the vocabulary type when absent */
   readonly addBos: boolean;
   /**
-   * the most UTF-16 code units of text one token can stand for, counted as `countedChars` counts them: a text with more
-   * than n × this needs more than n tokens
+   * the most UTF-16 code units of text one token stands for, but for the whitespace a special token that swallows any
+   * run of it takes along (llama.cpp's RSTRIP, Phi-3 vocabularies): the gateway refuses a text longer than n × this for
+   * n tokens, that whitespace counted (gateway/prompt-length.ts)
    */
   readonly longestTokenChars: number;
-  /**
-   * the text's length as longestTokenChars bounds it: all of it but the whitespace right after special tokens that
-   * swallow any run of it (llama.cpp's RSTRIP, Phi-3 vocabularies)
-   */
-  countedChars(text: string): number;
   /** ids for text; addSpecial adds BOS when addBos; parseSpecial recognizes special/control tokens written in the text */
   encode(text: string, options?: EncodeOptions): number[];
   /** text as llama.cpp's llama_detokenize gives it (drops one leading space for SentencePiece, cleans spaces for some) */
@@ -284,26 +280,6 @@ class GgufTokenizer implements Tokenizer {
       fragments = next;
     }
     return fragments;
-  }
-
-  countedChars(text: string): number {
-    // a run of whitespace right after an RSTRIP token's text may go with that one token, however long: left out of the
-    // count. Runs are keyed by where they end, so a run two such texts precede is left out once.
-    const runs = new Map<number, number>(); // end → start
-    for (const id of this.rstripIds) {
-      const special = this.vocab.texts[id];
-      let end = 0;
-      for (let at = text.indexOf(special); at >= 0; at = text.indexOf(special, at + 1)) {
-        const start = at + special.length;
-        if (start < end) continue; // inside a run this text already opened
-        end = start;
-        while (end < text.length && C_SPACES.has(text[end]!)) end++;
-        if (end > start) runs.set(end, Math.min(start, runs.get(end) ?? start));
-      }
-    }
-    let counted = text.length;
-    for (const [end, start] of runs) counted -= end - start;
-    return counted;
   }
 
   hasControlText(text: string): boolean {
