@@ -94,14 +94,23 @@ export interface ChatChoice {
   logprobs: ChatTokenLogprob[] | null;
 }
 
+/**
+ * Chat logprobs as OpenAI writes them: `refusal` beside `content`, always (null: kvfence never refuses), since the
+ * client's types declare both fields required.
+ */
+function chatLogprobs(content: ChatTokenLogprob[] | null) {
+  return content === null ? null : { content, refusal: null };
+}
+
 export function chatCompletion(head: ResponseHead, choices: readonly ChatChoice[], usage: Usage) {
   return {
     ...head,
     object: 'chat.completion',
     choices: choices.map((c, index) => ({
       index,
-      message: c.message,
-      logprobs: c.logprobs === null ? null : { content: c.logprobs },
+      // `refusal` is a required field of the client's message type (null unless the model refused)
+      message: { ...c.message, refusal: null },
+      logprobs: chatLogprobs(c.logprobs),
       finish_reason: c.finish,
     })),
     usage,
@@ -118,7 +127,7 @@ export function chatChunk(
   return {
     ...head,
     object: 'chat.completion.chunk',
-    choices: [{ index, delta, logprobs: logprobs === null ? null : { content: logprobs }, finish_reason: finish }],
+    choices: [{ index, delta, logprobs: chatLogprobs(logprobs), finish_reason: finish }],
   };
 }
 

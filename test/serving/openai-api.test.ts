@@ -113,6 +113,43 @@ describe('chat completions', () => {
     assert.deepEqual(usage, whole.usage);
   });
 
+  test("the wire carries every field the client's types require: refusal null in the message and beside logprobs", async () => {
+    // openai's ChatCompletionMessage declares `refusal: string | null` and both logprobs types `{content, refusal}`,
+    // required: the client passes the body through, so a missing one reads as undefined where code tests for null
+    const body = { model: MODEL_ID, messages, max_tokens: 3, temperature: 0, logprobs: true, top_logprobs: 1 };
+    const whole = await post(server, '/v1/chat/completions', body, 'acme');
+    assert.equal(whole.status, 200);
+    const choice = (
+      whole.json as { choices: { message: Record<string, unknown>; logprobs: Record<string, unknown> }[] }
+    ).choices[0]!;
+    assert.equal(choice.message['refusal'], null, JSON.stringify(choice.message));
+    assert.equal(choice.logprobs['refusal'], null, JSON.stringify(Object.keys(choice.logprobs)));
+    assert.equal((choice.logprobs['content'] as unknown[]).length, 3);
+    const response = await fetch(`${server.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${keyFor('acme')}` },
+      body: JSON.stringify({ ...body, stream: true }),
+      signal: AbortSignal.timeout(60_000),
+    });
+    const events = (await response.text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('data: {'))
+      .map((e) => JSON.parse(e.slice(6)) as { choices: { logprobs: Record<string, unknown> | null }[] });
+    const withLogprobs = events.flatMap((e) => e.choices).filter((c) => c.logprobs !== null);
+    assert.equal(withLogprobs.length, 3);
+    for (const c of withLogprobs) assert.equal(c.logprobs!['refusal'], null, JSON.stringify(Object.keys(c.logprobs!)));
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }];
+    const call = await post(
+      server,
+      '/v1/chat/completions',
+      { model: MODEL_ID, messages, max_tokens: 8, tools, tool_choice: { type: 'function', function: { name: 'f' } } },
+      'acme',
+    );
+    const message = (call.json as { choices: { message: Record<string, unknown> }[] }).choices[0]!.message;
+    assert.ok(Array.isArray(message['tool_calls']), JSON.stringify(message));
+    assert.equal(message['refusal'], null);
+  });
+
   test('stop sequences end the answer before the sequence, with finish_reason stop', async () => {
     const client = clientFor(server, 'acme');
     const whole = await client.chat.completions.create({ model: MODEL_ID, messages, max_tokens: 16, temperature: 0 });
