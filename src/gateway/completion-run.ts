@@ -93,6 +93,8 @@ export class CompletionRun {
     // thread, perhaps queued behind others) is cancelled at the gate, before it takes a place or a page
     const gone = new AbortController();
     this.reply.raw.on('close', () => gone.abort());
+    // every answer and refusal from here on names the request, as a stream's head does (clients read it as request_id)
+    this.reply.header('x-request-id', this.id);
     const request = await this.prepare();
     const { ctx } = this;
     const pages = requestPages(ctx.pageSize, request.promptTokens.length, request.maxTokens, this.parsed.n);

@@ -150,6 +150,29 @@ describe('chat completions', () => {
     assert.equal(message['refusal'], null);
   });
 
+  test('x-request-id names the request on every answer, streamed or not, and on a refusal', async () => {
+    // the client reads it as `_request_id` / `withResponse().request_id` and an APIError's requestID
+    const client = clientFor(server, 'acme');
+    const { data, request_id } = await client.chat.completions
+      .create({ model: MODEL_ID, messages, max_tokens: 2 })
+      .withResponse();
+    assert.equal(request_id, data.id);
+    const streamed = await client.chat.completions
+      .create({ model: MODEL_ID, messages, max_tokens: 2, stream: true })
+      .withResponse();
+    let id: string | undefined;
+    for await (const chunk of streamed.data) id = chunk.id;
+    assert.equal(streamed.request_id, id);
+    const text = await client.completions.create({ model: MODEL_ID, prompt: 'x', max_tokens: 2 }).withResponse();
+    assert.equal(text.request_id, text.data.id);
+    const e = await expectApiError(
+      () => client.completions.create({ model: MODEL_ID, prompt: [1, 2, 3], max_tokens: 254 }),
+      400,
+      'context_length_exceeded',
+    );
+    assert.match(e.requestID ?? '', /^cmpl-/);
+  });
+
   test('stop sequences end the answer before the sequence, with finish_reason stop', async () => {
     const client = clientFor(server, 'acme');
     const whole = await client.chat.completions.create({ model: MODEL_ID, messages, max_tokens: 16, temperature: 0 });
