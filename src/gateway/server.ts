@@ -27,7 +27,7 @@ import { ConnectionGuard } from './connection-guard.js';
 import { isDashboardRoute, registerDashboardRoutes } from './dashboard-routes.js';
 import { bodyTooLargeError, httpErrorOf } from './errors.js';
 import { registerHealthRoutes, type ServingState } from './health-routes.js';
-import { type HttpLimits, httpServerOptions } from './http-limits.js';
+import { type HttpLimits, httpServerOptions, lingerOnClose, refusalLingerMs } from './http-limits.js';
 import { JsonBodyParser } from './json-body.js';
 import { GatewayMetrics, type RequestOutcome } from './metrics.js';
 import { type ParsedRequest, parseChatRequest, parseCompletionRequest } from './schemas.js';
@@ -110,6 +110,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
   };
   const Run = options.completionRun ?? CompletionRun;
   const tenantOf = new WeakMap<FastifyRequest, string>();
+  const lingerMs = refusalLingerMs(options.http);
   // JSON bodies as fastify parses them, but a large one off the event loop, bounded per tenant (json-body.ts)
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request: FastifyRequest, body: Buffer) =>
@@ -187,9 +188,13 @@ export function buildGateway(options: GatewayOptions): Gateway {
     const http = isBodyTooLarge(error)
       ? bodyTooLargeError(options.bodyLimitBytes, options.context)
       : httpErrorOf(asKvfenceError(error), options.retryAfterS);
-    // a stranger's connection, or one whose body was refused unread, closes after this response: node would otherwise
-    // read (and drop) the rest of the upload to reuse the connection
-    if (http.status === 401 || !request.raw.complete) reply.header('connection', 'close');
+    // a stranger's connection, or one whose body was refused unread, closes after this response, in stages (the rest
+    // of the upload read and dropped for a bounded time, so the client reads this answer and not a reset): node would
+    // otherwise read (and drop) all of the upload to reuse the connection
+    if (http.status === 401 || !request.raw.complete) {
+      reply.header('connection', 'close');
+      lingerOnClose(request.raw.socket, lingerMs);
+    }
     const tenant = tenantOf.get(request);
     if (http.status >= 500) request.log.error({ tenant, err: error }, 'request failed');
     else

@@ -62,6 +62,28 @@ describe('authentication before the body', () => {
     assert.ok(closedMs < HEADERS_MS, `closed after ${closedMs.toFixed(0)} ms`);
   });
 
+  test('an upload refused unread (401, 413) is closed in stages: the client reads the refusal, never a reset', async () => {
+    // 8 MiB is more than the two kernels' buffers hold, so it is still being sent when the refusal comes; closed at
+    // once, the server's kernel answers the rest with a reset, which fetch reports as a broken connection (EPIPE,
+    // ECONNRESET) and the OpenAI SDKs retry, uploading it all again
+    const upload = 8 * 1024 * 1024;
+    for (const [auth, size, status] of [
+      ['Bearer not-a-key', upload, 401],
+      [acme, limit + upload, 413],
+    ] as const) {
+      const c = await rawConnect(server.url);
+      let reset: Error | undefined;
+      c.socket.on('error', (error) => {
+        reset = error;
+      });
+      c.socket.write(postHead('/v1/completions', size, auth));
+      c.socket.write(Buffer.alloc(size, 'x'));
+      const closedMs = await c.closed(BODY_MS);
+      assert.equal(reset, undefined, `${status}: the connection was reset after ${closedMs.toFixed(0)} ms`);
+      assert.equal(statusOf(c.received()), status);
+    }
+  });
+
   test('the dashboard login, which takes no API key, refuses any body but a small form before reading it', async () => {
     for (const [length, contentType, status] of [
       [limit, 'application/json', 400], // Unsupported Media Type; within the API's body limit
