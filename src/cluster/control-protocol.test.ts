@@ -56,6 +56,7 @@ test('every message survives a round trip, the nonce bytes included', () => {
     { type: 'cancel', request: 'cmpl-1' },
     { type: 'end_choice', request: 'cmpl-1', choice: 2 },
     { type: 'stats', id: 3 },
+    { type: 'stats', id: 0, busyMs: 30_000 },
   ];
   for (const m of messages) assert.deepEqual(decodeControl(encodeControl(m)), m);
 });

@@ -15,6 +15,8 @@
  *                                                    the dashboard (states and tenants only, bounded: page-map.ts)
  *   worker → gateway   hello(…)                      first message of every connection: role, model, proven context
  *                      reserved · token · end · prefilled · stats · page_map · incident
+ *                      stats(0, busyMs)              unasked: a forward pass that may hold the worker's thread up
+ *                                                    to busyMs starts (the heartbeat waits that much longer)
  *                      draining                      the worker is shutting down: route nothing new to it; it
  *                                                    finishes what it holds, then the gateway closes the connection
  */
@@ -91,7 +93,12 @@ export type ControlMessage =
   /** `choice`: which of the request's n answers (absent: 0) */
   | { type: 'token'; request: string; token: GeneratedToken; choice?: number }
   | { type: 'end'; request: string; end: EndWire }
-  | { type: 'stats'; id: number; stats?: PoolStats }
+  /**
+   * `busyMs`, worker → gateway only, unasked (id 0): the worker starts a forward pass that may hold its thread this
+   * long, answering nothing meanwhile (cluster/long-pass.ts); an older gateway reads it as a stats answer nobody asked
+   * for, and drops it
+   */
+  | { type: 'stats'; id: number; stats?: PoolStats; busyMs?: number }
   /** the dashboard's page map: asked with `id` alone, answered with the same `id` and the report */
   | { type: 'page_map'; id: number; report?: PageMapReport }
   /** a worker recorded an isolation incident (the gateway counts it; the record is in the worker's store) */
@@ -183,6 +190,7 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
         type,
         id: int(m['id'], 'id', 0, Number.MAX_SAFE_INTEGER),
         ...(m['stats'] !== undefined ? { stats: stats(m['stats']) } : {}),
+        ...(m['busyMs'] !== undefined ? { busyMs: int(m['busyMs'], 'busyMs', 1, LIMITS.workerBusyMsMax) } : {}),
       };
     case 'page_map':
       return {

@@ -7,7 +7,9 @@
  * A worker that stops answering without closing (a frozen process, a host cut off without FIN or RST) is found by a
  * heartbeat: the link asks for the worker's stats every quarter of `silenceMs`, and a connection that brings nothing
  * for `silenceMs` is closed, as if it had broken (its requests fail with 503 at once; the link reconnects, which a
- * worker that thaws answers). The answers keep `lastStats` fresh; a link that is down has none.
+ * worker that thaws answers). A worker busy in one long forward pass answers nothing either: it says so first
+ * (long-pass.ts, stats with `busyMs`), and silence counts from the end of what it announced. The answers keep
+ * `lastStats` fresh; a link that is down has none.
  *
  * Draining: a worker that got SIGTERM says `draining` on its connection, and discovery retires a worker whose address
  * left DNS. Either way the link stops taking new requests (`routable` is false) while the ones it holds run on; once it
@@ -50,6 +52,8 @@ export class WorkerLink {
   private heartbeat: NodeJS.Timeout | undefined;
   /** when the current connection last brought a message (or opened) */
   private heardAt = 0;
+  /** the worker said it is in a forward pass until then (stats with busyMs): silence counts from there */
+  private busyUntil = 0;
   private readonly helloWaiters: (() => void)[] = [];
   private readonly statsWaiters = new Map<number, (stats: PoolStats | undefined) => void>();
   private nextStatsId = 1;
@@ -162,10 +166,11 @@ export class WorkerLink {
   private listen(conn: ControlConnection): void {
     const { silenceMs } = this.options;
     this.heardAt = performance.now();
+    this.busyUntil = 0;
     clearInterval(this.heartbeat);
     this.heartbeat = setInterval(
       () => {
-        if (performance.now() - this.heardAt > silenceMs) {
+        if (performance.now() - Math.max(this.heardAt, this.busyUntil) > silenceMs) {
           conn.close(`the worker sent nothing for ${silenceMs} ms (frozen, or cut off)`);
         } else if (this.up) this.send({ type: 'stats', id: this.nextStatsId++ });
       },
@@ -177,6 +182,8 @@ export class WorkerLink {
   private onMessage(conn: ControlConnection, message: ControlMessage): void {
     if (conn !== this.conn) return;
     this.heardAt = performance.now();
+    // the worker's messages come in order from one thread: any message after a busy note was sent once that pass ended
+    this.busyUntil = message.type === 'stats' && message.busyMs !== undefined ? this.heardAt + message.busyMs : 0;
     if (this.helloNow === undefined) {
       if (message.type !== 'hello') {
         conn.close(`expected hello, got ${message.type}`);

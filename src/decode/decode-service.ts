@@ -7,6 +7,7 @@
 import type { ControlConnection } from '../cluster/control-channel.js';
 import { endToWire } from '../cluster/control-protocol.js';
 import { serveControl } from '../cluster/control-server.js';
+import { announcedForwardPass } from '../cluster/long-pass.js';
 import { type RunningWorker, WORKER_DEFAULTS, type WorkerRuntime, workerHello } from '../cluster/worker-config.js';
 import { drainControl } from '../cluster/worker-drain.js';
 import { BatchRunner } from '../engine/batch-runner.js';
@@ -35,9 +36,15 @@ export async function startDecodeService(
 ): Promise<RunningWorker> {
   const { config, model, log } = runtime;
   const settings = { ...config.settings, prefixCachePages: 0 }; // decode never learns where prompt pages came from
-  const kv = setUpWorkerKv(model, runtime.backend, settings, parts);
-  const engineConfig = engineConfigOf(model, settings, kv.capacity.provenContext);
   const connections = new Set<ControlConnection>();
+  const kv = setUpWorkerKv(
+    model,
+    runtime.backend,
+    settings,
+    parts,
+    announcedForwardPass(model, runtime.backend, connections),
+  );
+  const engineConfig = engineConfigOf(model, settings, kv.capacity.provenContext);
   let draining = false;
   const runner = new BatchRunner({
     engine: parts.engine(engineConfig, kv.forward, {}),

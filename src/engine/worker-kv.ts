@@ -45,6 +45,8 @@ export function setUpWorkerKv(
   backend: Backend,
   settings: WorkerSettings,
   parts: EngineParts,
+  /** a prefill or decode worker's own (one that tells its gateways of long passes: cluster/long-pass.ts) */
+  forwardPass: (pool: PagePool) => ForwardPass = (pool) => new ForwardPass(model, backend, pool),
 ): WorkerKv {
   const c = model.config;
   const capacity = parts.capacity({
@@ -56,7 +58,7 @@ export function setUpWorkerKv(
   });
   const pool = parts.pool(makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, settings.pageSize), settings.pageCount);
   const prefixCache = settings.prefixCachePages > 0 ? parts.prefixCache(pool, settings.prefixCachePages) : undefined;
-  return { pool, capacity, forward: new ForwardPass(model, backend, pool), prefixCache };
+  return { pool, capacity, forward: forwardPass(pool), prefixCache };
 }
 
 /** The engine's own configuration from a worker's settings and its proof. */

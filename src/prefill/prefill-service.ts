@@ -7,6 +7,7 @@
 import type { ControlConnection } from '../cluster/control-channel.js';
 import { endToWire } from '../cluster/control-protocol.js';
 import { serveControl } from '../cluster/control-server.js';
+import { announcedForwardPass } from '../cluster/long-pass.js';
 import { type RunningWorker, type WorkerRuntime, workerHello } from '../cluster/worker-config.js';
 import { drainControl } from '../cluster/worker-drain.js';
 import { ENGINE_PARTS, type EngineParts } from '../engine/engine-parts.js';
@@ -32,9 +33,15 @@ export async function startPrefillService(
   parts: PrefillParts = PREFILL_PARTS,
 ): Promise<RunningWorker> {
   const { config, model, log } = runtime;
-  const kv = setUpWorkerKv(model, runtime.backend, config.settings, parts);
-  const engineConfig = engineConfigOf(model, config.settings, kv.capacity.provenContext);
   const connections = new Set<ControlConnection>();
+  const kv = setUpWorkerKv(
+    model,
+    runtime.backend,
+    config.settings,
+    parts,
+    announcedForwardPass(model, runtime.backend, connections),
+  );
+  const engineConfig = engineConfigOf(model, config.settings, kv.capacity.provenContext);
   let draining = false;
   const worker = parts.prefillWorker({
     engine: new PrefillEngine(engineConfig, kv.forward, kv.prefixCache),

@@ -35,6 +35,8 @@ export const LIMITS = {
   runningSequencesMax: 4096,
   waitingRequestsMax: 1 << 16,
   queueTimeoutMsMax: 3_600_000,
+  /** the longest forward pass a worker announces to its gateways (cluster/long-pass.ts): one it cannot foresee */
+  workerBusyMsMax: 3_600_000,
   stepTokensMax: 1 << 20,
   promptStepMsMax: 60_000,
   tenantConcurrentRequestsMax: 1 << 16,

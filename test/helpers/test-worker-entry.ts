@@ -2,10 +2,12 @@
  * The worker program of the end-to-end tests that need a worker process to misbehave: the production worker
  * (launch/worker-main.ts), started by the supervisor like any other, but given what argv[2] (JSON) asks for:
  * - `faults`: a transport whose transfers suffer per-tenant faults (fault-transport.ts);
+ * - `promptPassBusyMs`: forward passes over prompt tokens that hold the thread that long (a big prompt, a big model);
  * - `unprovenCapacity`: a capacity proof that proves nothing (the context is advertised whatever the pool holds), the
  *   2026 incident's first fault, so the tests can show what the rest of kvfence does about it.
  * This program is the only way either reaches a worker process.
  */
+import { ForwardPass } from '../../src/compute/forward.js';
 import { ENGINE_PARTS } from '../../src/engine/engine-parts.js';
 import { WORKER_PARTS } from '../../src/launch/start-worker.js';
 import { runSupervisedWorker } from '../../src/launch/worker-main.js';
@@ -14,9 +16,22 @@ import { type FaultPlans, faultTransport } from './fault-transport.js';
 export interface TestWorkerPlan {
   faults?: FaultPlans;
   unprovenCapacity?: boolean;
+  /** each forward pass over a prompt chunk first holds the worker's thread this long (a big prompt on a big model) */
+  promptPassBusyMs?: number;
 }
 
 const plan = JSON.parse(process.argv[2] ?? '{}') as TestWorkerPlan;
+const busyMs = plan.promptPassBusyMs;
+if (busyMs !== undefined) {
+  const run = ForwardPass.prototype.run;
+  ForwardPass.prototype.run = function (this: ForwardPass, inputs) {
+    if (inputs.some((input) => input.tokens.length > 1)) {
+      const until = performance.now() + busyMs;
+      while (performance.now() < until) {} // one long native pass: nothing else runs on the thread
+    }
+    return run.call(this, inputs);
+  };
+}
 runSupervisedWorker({
   ...(plan.faults !== undefined ? { transport: faultTransport(plan.faults) } : {}),
   ...(plan.unprovenCapacity === true

@@ -1,0 +1,96 @@
+/**
+ * A worker runs its forward passes on its own thread (prefill-worker.ts, decode-worker.ts: one step per event-loop
+ * turn), so while one runs it answers nothing, not even the gateway's heartbeat (worker-link.ts). A pass can
+ * legitimately last longer than the gateway's silence bound: a first step of 512 prompt tokens, unmeasured yet, takes
+ * ~30 s on a 7B model on two cores; `--prompt-step-ms` allows 4 × 60 s steps; a big batch on a big model. Taken for a
+ * frozen worker, it lost every request it held, every tenant's, with 503.
+ *
+ * So before a pass that may last LONG_PASS_MS or more the worker tells each gateway how long it may be silent
+ * (`stats` with `busyMs`, which the gateway adds to its silence bound). The bound comes from the passes it has run:
+ * the longest pass seen of about as many tokens or more, or one of fewer tokens scaled up linearly, doubled for the
+ * attention a deeper context adds; a pass it cannot foresee (none yet) is announced as LIMITS.workerBusyMsMax. A
+ * frozen worker between passes is still found within the gateway's bound.
+ */
+import type { Backend } from '../compute/backend.js';
+import { type ForwardInput, type ForwardModel, type ForwardOutput, ForwardPass } from '../compute/forward.js';
+import type { PagePool } from '../kv/page-pool.js';
+import { LIMITS } from '../util/limits.js';
+import type { ControlConnection } from './control-channel.js';
+
+/** A pass predicted shorter than this is not announced (the gateway's silence bound is 10 s) */
+export const LONG_PASS_MS = 1_000;
+/** Margin over what the passes seen predict (a deeper context, a busier machine) */
+const SLACK = 2;
+/** Passes are kept by size class: class k holds the longest pass of 2^k to 2^(k+1) - 1 tokens */
+const CLASSES = 32;
+
+export class LongPassNotice {
+  /** the longest pass seen per size class (ms); NaN: none */
+  private readonly longestMs = new Float64Array(CLASSES).fill(Number.NaN);
+
+  constructor(private readonly announce: (busyMs: number) => void) {}
+
+  /** How long a pass of `tokens` may take (ms); LIMITS.workerBusyMsMax when nothing seen says. */
+  boundMs(tokens: number): number {
+    const k = sizeClass(tokens);
+    let bound = Number.POSITIVE_INFINITY;
+    for (let j = 0; j < CLASSES; j++) {
+      const ms = this.longestMs[j]!;
+      if (Number.isNaN(ms)) continue;
+      // class j's passes had at least 2^j tokens; a class above holds passes of more tokens than this one
+      const scale = j > k ? 1 : Math.max(1, tokens / 2 ** j);
+      bound = Math.min(bound, ms * scale);
+    }
+    return Number.isFinite(bound) ? Math.min(LIMITS.workerBusyMsMax, Math.ceil(SLACK * bound)) : LIMITS.workerBusyMsMax;
+  }
+
+  before(tokens: number): void {
+    const bound = this.boundMs(tokens);
+    if (bound >= LONG_PASS_MS) this.announce(bound);
+  }
+
+  after(tokens: number, ms: number): void {
+    const k = sizeClass(tokens);
+    const old = this.longestMs[k]!;
+    this.longestMs[k] = Number.isNaN(old) ? ms : Math.max(old, ms);
+  }
+}
+
+function sizeClass(tokens: number): number {
+  return Math.min(CLASSES - 1, Math.floor(Math.log2(Math.max(1, tokens))));
+}
+
+/** A forward pass that tells a LongPassNotice before and after each run. */
+export class NoticedForwardPass extends ForwardPass {
+  constructor(
+    model: ForwardModel,
+    backend: Backend,
+    pool: PagePool,
+    private readonly notice: LongPassNotice,
+  ) {
+    super(model, backend, pool);
+  }
+
+  override run(inputs: readonly ForwardInput[]): ForwardOutput[] {
+    const tokens = inputs.reduce((n, input) => n + input.tokens.length, 0);
+    this.notice.before(tokens);
+    const started = performance.now();
+    try {
+      return super.run(inputs);
+    } finally {
+      this.notice.after(tokens, performance.now() - started);
+    }
+  }
+}
+
+/** The forward pass of a prefill or decode worker: a long pass is announced on every control connection open now. */
+export function announcedForwardPass(
+  model: ForwardModel,
+  backend: Backend,
+  connections: ReadonlySet<ControlConnection>,
+): (pool: PagePool) => ForwardPass {
+  const notice = new LongPassNotice((busyMs) => {
+    for (const conn of connections) conn.send({ type: 'stats', id: 0, busyMs });
+  });
+  return (pool) => new NoticedForwardPass(model, backend, pool, notice);
+}

@@ -1,0 +1,42 @@
+// A worker that is busy but alive (one long forward pass on its thread: a big prompt's chunk on a big model) answers
+// nothing while it computes; the gateway's heartbeat must not take it for a frozen one and fail its requests.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { RunningCluster } from '../../src/launch/cluster-server.js';
+import { tokens } from '../serving/isolation-suite.js';
+import { MODEL_ID, post, writeKeyFile } from '../serving/serve-helpers.js';
+import { assertClusterPoolsWhole, startTestCluster } from './cluster-helpers.js';
+
+const SILENCE_MS = 1_000;
+let cluster: RunningCluster;
+
+before(async () => {
+  cluster = await startTestCluster({
+    prefill: 1,
+    decode: 1,
+    workerSilenceMs: SILENCE_MS,
+    plan: { promptPassBusyMs: 3 * SILENCE_MS },
+    serve: { apiKeysPath: writeKeyFile(['a']), requestTimeoutMs: 60_000 },
+  });
+});
+after(async () => {
+  await cluster?.close();
+});
+
+test('a prefill worker busy in one pass longer than the silence bound is not taken as gone', async () => {
+  // the first pass is one the worker cannot foresee; the second it foresees from the first
+  for (const seed of [1, 2]) {
+    const r = await post(
+      cluster,
+      '/v1/completions',
+      { model: MODEL_ID, prompt: tokens(20, seed), max_tokens: 3, temperature: 0 },
+      'a',
+    );
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+  }
+  assert.ok(
+    cluster.dispatcher.workers().every((w) => w.up),
+    'no worker was taken as gone',
+  );
+  await assertClusterPoolsWhole(cluster, 30_000);
+});
