@@ -123,3 +123,26 @@ test('the length pre-check counts the whitespace Phi-3 special tokens swallow: w
     tooLong('messages'),
   );
 });
+
+test('a few long chat messages go to the tokenizer thread without being written out on the event loop first', async () => {
+  const content = 'a'.repeat(1 << 20);
+  const messages = Array.from({ length: 8 }, (_, i) => ({
+    role: i % 2 ? ('assistant' as const) : ('user' as const),
+    content,
+  }));
+  const stringify = JSON.stringify;
+  let written = 0; // characters JSON.stringify wrote on this thread while the prompt was sent on its way
+  JSON.stringify = ((...args: Parameters<typeof stringify>) => {
+    const text = stringify(...args);
+    written += text?.length ?? 0;
+    return text;
+  }) as typeof stringify;
+  let pending: Promise<number[]>;
+  try {
+    pending = promptTokens(served, { kind: 'messages', messages }, 4096, 't');
+  } finally {
+    JSON.stringify = stringify;
+  }
+  assert.ok(written < 64 * 1024, `${written} characters written out on the event loop`);
+  await assert.rejects(pending, (e: { code?: string }) => e.code === 'context_length_exceeded');
+});
