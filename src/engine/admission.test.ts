@@ -175,6 +175,19 @@ test('a pass that stops for batch slots alone names the request it stopped at; o
   assert.deepEqual([names(room2.admitted), room2.waitsForSlots?.name], [['b1', 'a5'], undefined]);
 });
 
+test('a request waiting for pages holds back every waiting request, but not a paused sequence (it needs none)', () => {
+  const paused = (name: string): Candidate => ({ ...candidate(name, 0, Infinity), resumes: true });
+  // b1 (holding least) wants 30 pages, 20 are free: a6 waits with it, a's paused a2 and a3 take the free slots
+  const queue = [paused('a2'), paused('a3'), candidate('a6', 1), candidate('b1', 30)];
+  const pass = admissionPass(queue, room(20, { a: 60 }, 4, 2, { a: 2 }));
+  assert.deepEqual([names(pass.admitted), pass.waitsForSlots], [['a2', 'a3'], undefined]);
+  // one slot free: one of them; none free: none, and nothing pauses for them while b1 waits for pages
+  const one = admissionPass(queue, room(20, { a: 60 }, 4, 3, { a: 3 }));
+  assert.deepEqual([names(one.admitted), one.waitsForSlots], [['a2'], undefined]);
+  const none = admissionPass(queue, room(20, { a: 60 }, 4, 4, { a: 4 }));
+  assert.deepEqual([names(none.admitted), none.waitsForSlots], [[], undefined]);
+});
+
 test('slotDonors: the tenant running most pauses for one running less, never below it, never for a larger share', () => {
   const b1 = candidate('b1', 1);
   const pausable = (counts: Record<string, number>) => new Map(Object.entries(counts));

@@ -15,6 +15,7 @@
  *
  *   queue:  b1  a5                      (b, holding least, wants more pages than are free)
  *           ──  ──                      admission stops until they are: a large request is not starved by small ones
+ *                                       (a paused sequence, needing no pages, still takes a free slot meanwhile)
  *
  * A tenant at its limit waits; others pass. The chosen request waits only for room in the batch or the pool, which
  * others' requests free as they end, and no tenant holding more is admitted before it (DESIGN I11). When only batch
@@ -101,6 +102,8 @@ export interface AdmissionCandidate {
   readonly tenantPagesMax: number;
   /** running-batch slots it takes when admitted (its n choices; absent means 1) */
   readonly slots?: number;
+  /** a paused sequence (slotDonors): admitted already, its pages held, it takes one slot and no pages to go on */
+  readonly resumes?: boolean;
 }
 
 /** The pool and batch as admission sees them now. */
@@ -152,11 +155,14 @@ export function admissionPass<T extends AdmissionCandidate>(
   const admitted: T[] = [];
   let free = room.freePages;
   let running = room.running;
+  // the request chosen waits for pages: the rest wait with it, but for paused sequences, which need none (they hold
+  // pages it may be waiting for: left paused, nothing might ever free them)
+  let waitsForPages = false;
   for (;;) {
     let next: T | undefined;
     for (const [tenant, queue] of queues) {
       const head = queue[0];
-      if (head === undefined) continue;
+      if (head === undefined || (waitsForPages && head.resumes !== true)) continue;
       if (pages.get(tenant)! + head.pagesNeeded > head.tenantPagesMax) {
         queue.length = 0; // at its quota: the tenant waits, in its own order (its later requests do not pass this one)
         continue;
@@ -170,8 +176,11 @@ export function admissionPass<T extends AdmissionCandidate>(
     if (next === undefined) break;
     const need = next.slots ?? 1;
     // the tenant holding least waits for room, and everyone with it: nothing passes a request because it is large
-    if (next.pagesNeeded > free) break;
-    if (running + need > room.runningMax) return { admitted, waitsForSlots: next };
+    if (next.pagesNeeded > free) {
+      waitsForPages = true;
+      continue;
+    }
+    if (running + need > room.runningMax) return waitsForPages ? { admitted } : { admitted, waitsForSlots: next };
     free -= next.pagesNeeded;
     running += need;
     pages.set(next.tenant, pages.get(next.tenant)! + next.pagesNeeded);

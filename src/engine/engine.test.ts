@@ -138,6 +138,37 @@ test('a paused sequence resumes where it stopped: every answer as it is alone, t
   assert.equal(forward.pool.checkConservation().free, 64);
 });
 
+test('a paused sequence holding the pages another waits for is not left paused: both end, neither fails', () => {
+  // a1 pauses for b0; b1 then wants more pages than a1's paused ones leave. Held behind b1, a1 would stay paused with
+  // the batch empty until b1's queue timeout: b1 a 503 though it fits once a1 ends, a1 idle meanwhile.
+  const forward = forwardFor(model, 24, 16);
+  const engine = new Engine(config({ runningMax: 2, queueTimeoutMs: 2000 }), forward);
+  engine.submit(request('a0', 'a', 8, 40), 0); // 3 pages
+  engine.submit(request('a1', 'a', 8, 200), 0); // 13 pages
+  let now = 0;
+  const ends = new Map<string, { step: number; kind: string }>();
+  const step = () => {
+    for (const e of engine.step(now)) if (e.kind === 'end') ends.set(e.request, { step: now, kind: e.end.kind });
+    now++;
+  };
+  for (let i = 0; i < 3; i++) step();
+  engine.submit(request('b0', 'b', 4, 4), now); // 1 page: a1 pauses for it
+  step();
+  assert.deepEqual(engine.pausedRequests(), ['a1']);
+  engine.submit(request('b1', 'b', 8, 180), now); // 12 pages: 11 are free once a0 and b0 end
+  while (engine.hasWork && now < 1000) {
+    step();
+    if (ends.has('b0') && ends.get('b0')!.step < now - 1)
+      assert.deepEqual(engine.pausedRequests(), [], 'a1 takes the slot b0 frees, at the next step');
+  }
+  assert.deepEqual(
+    ['a0', 'a1', 'b0', 'b1'].map((id) => ends.get(id)?.kind),
+    ['finished', 'finished', 'finished', 'finished'],
+  );
+  assert.ok(ends.get('b1')!.step < 500, `b1 ends at step ${ends.get('b1')!.step}, after a1's 200 tokens`);
+  assert.deepEqual(forward.pool.checkConservation(), { free: 24, reserved: 0, active: 0 });
+});
+
 test('one tenant never pauses its own sequences: it waits for its own to end', () => {
   const engine = new Engine(config({ runningMax: 2 }), forwardFor(model, 64, 16));
   for (let i = 0; i < 5; i++) engine.submit(request(`a${i}`, 'a', 6, 10), 0);

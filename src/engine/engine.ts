@@ -94,7 +94,7 @@ export interface PausedCandidate extends AdmissionCandidate {
 }
 
 function pausedCandidate(seq: Sequence): PausedCandidate {
-  return { paused: seq.id, tenant: seq.tenant, pagesNeeded: 0, tenantPagesMax: Infinity };
+  return { paused: seq.id, tenant: seq.tenant, pagesNeeded: 0, tenantPagesMax: Infinity, resumes: true };
 }
 
 export class Engine {
