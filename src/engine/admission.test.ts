@@ -207,6 +207,9 @@ test('slotDonors: the tenant running most pauses for one running less, never bel
   // b holds 90 of the 100 pages (a larger share than a's 7 of 8 slots would leave): admission would hand the slot
   // straight back to a's paused sequence, so nobody pauses
   assert.equal(slotDonors(b1, room(10, { b: 90 }, 8, 8, { a: 8 }), pausable({ a: 8 })), undefined);
+  // a's paused sequence's turn comes by a's slots alone (its pages are not given back by waiting): at 3 of 8 it would
+  // come before b's, holding 45 of the 100 pages, and take the slot back; so a does not pause, its 80 pages whatever
+  assert.equal(slotDonors(b1, room(50, { a: 80, b: 45 }, 8, 8, { a: 4, b: 1 }), pausable({ a: 4 })), undefined);
   // more slots short than the donors can give: nobody pauses at all
   assert.equal(slotDonors({ ...b1, slots: 4 }, room(50, {}, 4, 4, { a: 4 }), pausable({ a: 4 })), undefined);
 });

@@ -151,7 +151,7 @@ export function admissionPass<T extends AdmissionCandidate>(
     pages.set(tenant, room.pagesOfTenant(tenant));
     slots.set(tenant, room.slotsOfTenant(tenant));
   }
-  const share = (tenant: string) => shareOf(room, slots.get(tenant)!, pages.get(tenant)!);
+  const share = (head: T) => turnOf(room, head, slots.get(head.tenant)!, pages.get(head.tenant)!);
   const admitted: T[] = [];
   let free = room.freePages;
   let running = room.running;
@@ -169,8 +169,8 @@ export function admissionPass<T extends AdmissionCandidate>(
       }
       const better =
         next === undefined ||
-        share(tenant) < share(next.tenant) ||
-        (share(tenant) === share(next.tenant) && arrival.get(head)! < arrival.get(next)!);
+        share(head) < share(next) ||
+        (share(head) === share(next) && arrival.get(head)! < arrival.get(next)!);
       if (better) next = head;
     }
     if (next === undefined) break;
@@ -194,9 +194,9 @@ export function admissionPass<T extends AdmissionCandidate>(
 /**
  * Pausing instead of waiting (I11): when the request chosen next (`waiter`) waits for batch slots alone, the tenants
  * whose running sequences pause to make them: one slot at a time from the tenant running the most, and only while that
- * tenant keeps at least as many slots as the waiter's will have once admitted, and a larger share than the waiter's
- * has now (so the
- * next pass admits the waiter, not the paused sequence, and the two never trade places back and forth). `pausable`:
+ * tenant keeps at least as many slots as the waiter's will have once admitted, and a larger share of the batch than the
+ * waiter's tenant has of the worker now (so the next pass, where the paused sequence's turn is by its tenant's slots
+ * alone, admits the waiter, not the paused sequence, and the two never trade places back and forth). `pausable`:
  * per tenant, its running sequences that can pause (one answer each; an n > 1 request's choices run together).
  * Undefined (nobody pauses) when that cannot make every slot needed. A paused sequence keeps its pages and resumes as
  * an admission candidate ahead of its tenant's waiting requests.
@@ -211,7 +211,7 @@ export function slotDonors(
 ): string[] | undefined {
   const need = waiter.slots ?? 1;
   const waiterSlots = room.slotsOfTenant(waiter.tenant);
-  const waiterShare = shareOf(room, waiterSlots, room.pagesOfTenant(waiter.tenant));
+  const waiterShare = turnOf(room, waiter, waiterSlots, room.pagesOfTenant(waiter.tenant));
   const left = new Map([...pausable].map(([tenant, count]) => [tenant, { slots: room.slotsOfTenant(tenant), count }]));
   const donors: string[] = [];
   while (room.running - donors.length + need > room.runningMax) {
@@ -224,15 +224,21 @@ export function slotDonors(
     const share = left.get(donor)!;
     share.slots--;
     share.count--;
-    const fair =
-      share.slots > waiterSlots + need - 1 && shareOf(room, share.slots, room.pagesOfTenant(donor)) > waiterShare;
+    // the donor's next turn is its paused sequence's: by its slots alone (turnOf)
+    const fair = share.slots > waiterSlots + need - 1 && share.slots / room.runningMax > waiterShare;
     if (!fair) return undefined;
     donors.push(donor);
   }
   return donors;
 }
 
-/** A tenant's share of the worker, as admission orders tenants: its batch slots or its pool pages, the larger. */
-function shareOf(room: AdmissionRoom, slots: number, pages: number): number {
-  return Math.max(slots / room.runningMax, pages / Math.max(1, room.poolPages));
+/**
+ * A tenant's share of the worker, as admission orders tenants for `head`, its next candidate: its batch slots or its
+ * pool pages, the larger. For a paused sequence, its slots alone: it takes a slot and no pages, and the pages its
+ * tenant holds (its own among them) are given back only by running; counted, a tenant whose sequences all paused
+ * could stay behind others' fresh requests for as long as those keep coming.
+ */
+function turnOf(room: AdmissionRoom, head: AdmissionCandidate, slots: number, pages: number): number {
+  const slotShare = slots / room.runningMax;
+  return head.resumes === true ? slotShare : Math.max(slotShare, pages / Math.max(1, room.poolPages));
 }

@@ -169,6 +169,38 @@ test('a paused sequence holding the pages another waits for is not left paused: 
   assert.deepEqual(forward.pool.checkConservation(), { free: 24, reserved: 0, active: 0 });
 });
 
+test('paused sequences resume under other tenants’ steady streams: their turn is by slots, not the pages they hold', () => {
+  // a's four requests (7 pages each) fill the batch; b, c and d each keep two short requests waiting. Three of a's
+  // pause. Ordered by the 21 pages they hold (a third of the pool), a's turn never came: each of b, c, d holding one
+  // slot (a quarter) got the next, as long as they kept sending.
+  const forward = forwardFor(model, 64, 16);
+  const engine = new Engine(config({ runningMax: 4, waitingMax: 64 }), forward);
+  for (let i = 0; i < 4; i++) engine.submit(request(`a${i}`, 'a', 8, 100), 0);
+  const sent = new Map<string, number>();
+  const send = (tenant: string) => {
+    const i = sent.get(tenant) ?? 0;
+    sent.set(tenant, i + 1);
+    engine.submit(request(`${tenant}${i}`, tenant, 4, 8), 0);
+  };
+  for (let i = 0; i < 3; i++) engine.step(0);
+  for (const tenant of ['b', 'c', 'd']) for (let i = 0; i < 2; i++) send(tenant);
+  const aEnds = new Map<string, number>();
+  for (let step = 0; step < 800 && aEnds.size < 4; step++) {
+    if (step === 1) assert.deepEqual(engine.pausedRequests(), ['a3', 'a2', 'a1'], 'a pauses one for each of b, c, d');
+    for (const e of engine.step(0)) {
+      if (e.kind !== 'end') continue;
+      assert.equal(e.end.kind, 'finished');
+      if (e.request.startsWith('a')) aEnds.set(e.request, step);
+      else send(e.request[0]!); // the stream goes on
+    }
+  }
+  // a holds one slot of four, as each of b, c, d: its requests end one after another, about 100 steps apart
+  assert.equal(aEnds.size, 4, `a's requests ended: ${[...aEnds.keys()]}`);
+  assert.ok(Math.max(...aEnds.values()) < 500, `a's last ends at step ${Math.max(...aEnds.values())}`);
+  runToEnd(engine);
+  assert.deepEqual(forward.pool.checkConservation(), { free: 64, reserved: 0, active: 0 });
+});
+
 test('one tenant never pauses its own sequences: it waits for its own to end', () => {
   const engine = new Engine(config({ runningMax: 2 }), forwardFor(model, 64, 16));
   for (let i = 0; i < 5; i++) engine.submit(request(`a${i}`, 'a', 6, 10), 0);
