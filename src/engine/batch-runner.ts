@@ -2,9 +2,10 @@
  * An Engine's continuous batch at work: its step loop, and each request's sink. What the colocated worker and a
  * decode worker share: requests come in (`submit`, or `adopt` once a transfer committed), events go out — tokens and
  * the one ending to the request's sink, isolation incidents to `onIncident` before the failure reaches the sink, bugs
- * to the log. A sink that throws (a broken socket) cancels its own request only.
+ * to the log. A sink that throws (a broken socket) cancels its own request only: a token it could not take ends the
+ * request as failed (its owner hears it and lets go of its own record), an ending it could not take is logged.
  */
-import { errorMessage, type KvfenceError } from '../util/errors.js';
+import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
 import type { Engine, TransferredChoices, TransferredSequence } from './engine.js';
 import type { GenerationSink } from './inference-worker.js';
@@ -96,7 +97,10 @@ export class BatchRunner {
           break;
         case 'token': {
           const sink = this.sinks.get(event.request);
-          if (sink !== undefined) this.call(event.request, () => sink.onToken(event.token, event.choice));
+          if (sink !== undefined && !this.call(event.request, () => sink.onToken(event.token, event.choice))) {
+            const error = new KvfenceError('internal_error', 'the answer could not be delivered');
+            this.call(event.request, () => sink.onEnd({ kind: 'failed', error }));
+          }
           break;
         }
         case 'end': {
@@ -109,15 +113,18 @@ export class BatchRunner {
     }
   }
 
-  private call(requestId: string, deliver: () => void): void {
+  /** Delivers to a request's sink; false (the request cancelled, its pages scrubbed and free) when the sink threw. */
+  private call(requestId: string, deliver: () => void): boolean {
     try {
       deliver();
+      return true;
     } catch (error) {
       this.options.log.warn(
         { request: requestId, err: errorMessage(error) },
         'delivering to a request failed; cancelling it',
       );
       this.cancel(requestId);
+      return false;
     }
   }
 }
