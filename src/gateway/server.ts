@@ -193,7 +193,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
     // otherwise read (and drop) all of the upload to reuse the connection
     if (http.status === 401 || !request.raw.complete) {
       reply.header('connection', 'close');
-      lingerOnClose(request.raw.socket, lingerMs);
+      lingerOnClose(request.raw, lingerMs);
     }
     const tenant = tenantOf.get(request);
     if (http.status >= 500) request.log.error({ tenant, err: error }, 'request failed');

@@ -3,9 +3,12 @@
 // unauthenticated connections per source address; /metrics' per-tenant series only for the admin token.
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { bodyLimitFor } from '../../src/gateway/body-limit.js';
+import { LINGER_BYTES_MAX } from '../../src/gateway/http-limits.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
 import { loadModel } from '../../src/model/load-model.js';
 import { testModelFile } from '../helpers/models.js';
@@ -62,25 +65,72 @@ describe('authentication before the body', () => {
     assert.ok(closedMs < HEADERS_MS, `closed after ${closedMs.toFixed(0)} ms`);
   });
 
-  test('an upload refused unread (401, 413) is closed in stages: the client reads the refusal, never a reset', async () => {
+  test('an upload refused unread (401, 413) is closed in stages: the client reads the refusal before any reset', async () => {
     // 8 MiB is more than the two kernels' buffers hold, so it is still being sent when the refusal comes; closed at
     // once, the server's kernel answers the rest with a reset, which fetch reports as a broken connection (EPIPE,
-    // ECONNRESET) and the OpenAI SDKs retry, uploading it all again
+    // ECONNRESET) and the OpenAI SDKs retry, uploading it all again. This client never stops sending, so it is reset
+    // once the linger is over: by then it holds the refusal.
     const upload = 8 * 1024 * 1024;
     for (const [auth, size, status] of [
       ['Bearer not-a-key', upload, 401],
       [acme, limit + upload, 413],
     ] as const) {
       const c = await rawConnect(server.url);
-      let reset: Error | undefined;
-      c.socket.on('error', (error) => {
-        reset = error;
+      let beforeReset: string | undefined;
+      c.socket.on('error', () => {
+        beforeReset ??= c.received();
       });
       c.socket.write(postHead('/v1/completions', size, auth));
       c.socket.write(Buffer.alloc(size, 'x'));
       const closedMs = await c.closed(BODY_MS);
-      assert.equal(reset, undefined, `${status}: the connection was reset after ${closedMs.toFixed(0)} ms`);
-      assert.equal(statusOf(c.received()), status);
+      assert.equal(statusOf(beforeReset ?? c.received()), status, `${status}: closed after ${closedMs.toFixed(0)} ms`);
+    }
+    // as fetch (the OpenAI SDK's transport) sees it
+    for (const [auth, size, status] of [
+      ['Bearer not-a-key', upload, 401],
+      [acme, limit + upload, 413],
+    ] as const) {
+      const r = await fetch(`${server.url}/v1/completions`, {
+        method: 'POST',
+        headers: { authorization: auth, 'content-type': 'application/json' },
+        body: Buffer.alloc(size, 'x'),
+        signal: AbortSignal.timeout(BODY_MS * 4),
+      });
+      await r.text();
+      assert.equal(r.status, status);
+    }
+  });
+
+  test('a stranger who keeps uploading after the refusal has at most LINGER_BYTES_MAX more of it read', async () => {
+    // read at full speed for the whole linger, it was hundreds of MB a connection (a core's worth of the event loop)
+    const http = server.gateway.app.server;
+    let socket: Socket | undefined;
+    let readAtRefusal = 0;
+    const onRequest = (request: IncomingMessage, response: ServerResponse) => {
+      socket = request.socket;
+      response.once('finish', () => {
+        readAtRefusal = request.socket.bytesRead;
+      });
+    };
+    http.on('request', onRequest);
+    try {
+      const c = await rawConnect(server.url, '127.0.0.1', { allowHalfOpen: true });
+      c.socket.write(postHead('/v1/completions', 1e12, 'Bearer not-a-key'));
+      const chunk = Buffer.alloc(1024 * 1024, 'x');
+      const pump = () => {
+        while (!c.socket.destroyed && c.socket.write(chunk));
+      };
+      c.socket.on('drain', pump);
+      pump();
+      const closedMs = await c.closed(BODY_MS);
+      assert.equal(statusOf(c.received()), 401);
+      assert.ok(closedMs < HEADERS_MS, `closed after ${closedMs.toFixed(0)} ms`);
+      assert.ok(socket !== undefined);
+      const readAfter = socket.bytesRead - readAtRefusal;
+      // a read or two (64 KiB each) may pass the bound before the connection stops reading
+      assert.ok(readAfter <= LINGER_BYTES_MAX + 2 * 64 * 1024, `${readAfter} bytes read after the refusal`);
+    } finally {
+      http.off('request', onRequest);
     }
   });
 

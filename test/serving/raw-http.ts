@@ -13,11 +13,18 @@ export interface RawConnection {
   dribble(chunk: string, everyMs: number): void;
 }
 
-/** A TCP connection to the server at `url`, from `localAddress` (127.0.0.x are all loopback on Linux). */
-export async function rawConnect(url: string, localAddress = '127.0.0.1'): Promise<RawConnection> {
+/**
+ * A TCP connection to the server at `url`, from `localAddress` (127.0.0.x are all loopback on Linux). `allowHalfOpen`:
+ * it keeps its side open (and sending) after the server closes its own, as a hostile client may.
+ */
+export async function rawConnect(
+  url: string,
+  localAddress = '127.0.0.1',
+  options: { allowHalfOpen?: boolean } = {},
+): Promise<RawConnection> {
   const { hostname, port } = new URL(url);
   const started = performance.now();
-  const socket = connect({ host: hostname, port: Number(port), localAddress });
+  const socket = connect({ host: hostname, port: Number(port), localAddress, allowHalfOpen: options.allowHalfOpen });
   let text = '';
   let firstByte: number | undefined;
   let closedAt: number | undefined;
