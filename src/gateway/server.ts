@@ -5,12 +5,14 @@
  *
  * The key is checked in an onRequest hook, before any body is read: a request without a valid key is a 401 and its
  * connection closes, so a stranger cannot keep uploading (DESIGN I11). An unknown route is a 404 from the same hook,
- * for anyone (fastify would read its body first). /health, /health/live, /health/ready and /metrics need no key
- * (/metrics' per-tenant series need the admin token); /dashboard and below answer to the admin token alone
- * (dashboard-routes.ts); every other route needs a key (unless in dev mode). The body limit,
+ * for anyone (fastify would read its body first); a GET or HEAD that announces a body is a 400 there too (node would
+ * read it all to drop it). /health, /health/live, /health/ready and /metrics need no key (/metrics' per-tenant series
+ * need the admin token); /dashboard and below answer to the admin token alone (dashboard-routes.ts); every other
+ * route needs a key (unless in dev mode). The body limit,
  * timeouts and per-address bound on unauthenticated connections are in body-limit.ts, http-limits.ts and
  * connection-guard.ts; large JSON bodies are parsed off the event loop (json-body.ts).
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, {
   type FastifyBaseLogger,
@@ -121,6 +123,10 @@ export function buildGateway(options: GatewayOptions): Gateway {
   app.addHook('onRequest', async (request) => {
     const route = request.routeOptions.url;
     if (route === undefined) throw new KvfenceError('not_found', `no route ${request.method} ${request.url}`);
+    // fastify ignores a GET's body and node reads it all to drop it, for up to the body timeout: on a route open to
+    // all, a stranger's endless upload was read at full speed
+    if ((request.method === 'GET' || request.method === 'HEAD') && declaresBody(request.headers))
+      throw new KvfenceError('invalid_request_error', `${request.method} ${route} takes no body`);
     if (PUBLIC_ROUTES.has(route) || isDashboardRoute(route)) return; // the dashboard checks the admin token itself
     const tenant = tenants.authenticate(request.headers.authorization);
     if (tenant === undefined) {
@@ -207,6 +213,12 @@ export function buildGateway(options: GatewayOptions): Gateway {
     reply.code(http.status).send(http.body);
   });
   return { app, metrics, gate, state };
+}
+
+/** The request announces a body (a length other than 0, or chunks). */
+function declaresBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
 function isBodyTooLarge(error: unknown): boolean {

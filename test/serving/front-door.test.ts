@@ -172,6 +172,28 @@ describe('authentication before the body', () => {
     assert.equal((bodyOf(c.received()) as { error: { code: string } }).error.code, 'not_found');
     assert.ok(closedMs < HEADERS_MS, `closed after ${closedMs.toFixed(0)} ms`);
   });
+
+  test('a GET with a body, on a route open to all, is refused before the body is read: 400 at once, closed', async () => {
+    // fastify ignores a GET's body, and node read all of it to drop it until the body timeout: a stranger uploading
+    // endlessly to /health was read at full speed for 30 s a connection (128 connections an address)
+    for (const head of [
+      'GET /health/live HTTP/1.1\r\nhost: kvfence\r\ncontent-length: 1000000000000\r\n\r\n',
+      'GET /metrics HTTP/1.1\r\nhost: kvfence\r\ntransfer-encoding: chunked\r\n\r\n',
+    ]) {
+      const c = await rawConnect(server.url, '127.0.0.1', { allowHalfOpen: true });
+      c.socket.write(head);
+      c.dribble(head.includes('chunked') ? '1000\r\n' + 'x'.repeat(4096) + '\r\n' : 'x'.repeat(4096), 5);
+      const closedMs = await c.closed(HEADERS_MS);
+      assert.equal(statusOf(c.received()), 400, c.received());
+      assert.match((bodyOf(c.received()) as { error: { message: string } }).error.message, /takes no body/);
+      assert.ok(closedMs < HEADERS_MS, `closed after ${closedMs.toFixed(0)} ms`);
+    }
+    // without a body, or an empty one, these routes answer as ever
+    const c = await rawConnect(server.url);
+    c.socket.write('GET /health/live HTTP/1.1\r\nhost: kvfence\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+    await c.closed(HEADERS_MS);
+    assert.equal(statusOf(c.received()), 200);
+  });
 });
 
 describe('timeouts', () => {
