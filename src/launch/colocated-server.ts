@@ -20,7 +20,7 @@ import type { TenantDirectory } from '../gateway/tenants.js';
 import { IncidentStore } from '../incidents/incident-store.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModel, loadModelHead, type ModelHead } from '../model/load-model.js';
-import { drainHttp } from './drain-http.js';
+import { closeHttpCutting, drainHttp } from './drain-http.js';
 import { type GatewayParts, openGateway } from './open-gateway.js';
 import { resolvePageCount, SERVE_DEFAULTS, type ServeConfig, workerSettingsOf } from './serve-config.js';
 
@@ -147,6 +147,7 @@ async function serveOver<W extends InferenceWorker>(
       await drainHttp(
         () => open.close(),
         () => worker.close(),
+        () => open.cutConnections(),
         deadlineMs,
       );
       incidents.close();
@@ -154,7 +155,7 @@ async function serveOver<W extends InferenceWorker>(
     async close() {
       open.beginShutdown();
       await worker.close();
-      await open.close();
+      await closeHttpCutting(open.close(), () => open.cutConnections());
       incidents.close();
     },
   };

@@ -16,7 +16,7 @@ import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModelHead, type ModelHead } from '../model/load-model.js';
 import { systemClock } from '../util/clock.js';
 import { TcpTransport } from '../wire/tcp-transport.js';
-import { drainHttp } from './drain-http.js';
+import { closeHttpCutting, drainHttp } from './drain-http.js';
 import { type GatewayParts, type GatewaySettings, openGateway } from './open-gateway.js';
 
 export const GATEWAY_DEFAULTS = {
@@ -142,6 +142,7 @@ export async function startGateway(
             logger.warn({ requests: dispatcher.inFlight, deadlineMs }, 'drain deadline passed; failing what is left');
           await dispatcher.close();
         },
+        () => open.cutConnections(),
         deadlineMs,
       );
     },
@@ -149,7 +150,7 @@ export async function startGateway(
       open.beginShutdown();
       discovery.stop();
       await dispatcher.close();
-      await open.close();
+      await closeHttpCutting(open.close(), () => open.cutConnections());
     },
   };
 }

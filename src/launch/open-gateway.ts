@@ -47,6 +47,8 @@ export interface OpenGateway {
   /** /health/ready answers 503 from now on (call before stopping the workers) */
   beginShutdown(): void;
   close(): Promise<void>;
+  /** closes every HTTP connection at once, requests in flight or not (the end of a shutdown: drain-http.ts) */
+  cutConnections(): void;
 }
 
 export interface GatewayParts {
@@ -133,5 +135,6 @@ export async function openGateway(
       gateway.state.shuttingDown = true;
       return gateway.app.close();
     },
+    cutConnections: () => gateway.app.server.closeAllConnections(),
   };
 }

@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { bodyLimitFor } from '../../src/gateway/body-limit.js';
 import { LINGER_BYTES_MAX } from '../../src/gateway/http-limits.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
+import { CONNECTIONS_GRACE_MS } from '../../src/launch/drain-http.js';
 import { loadModel } from '../../src/model/load-model.js';
 import { testModelFile } from '../helpers/models.js';
 import { tempDirectory } from '../helpers/temp.js';
@@ -19,6 +20,7 @@ import { keyFor, MODEL_ID, post, SERVING_MODEL, startTestServer, waitFor, writeK
 const HEADERS_MS = 600;
 const BODY_MS = 1_200;
 const PER_ADDRESS = 4;
+const DRAIN_MS = 300;
 const ADMIN_TOKEN = 'admin-token-0123456789abcdef';
 const acme = `Bearer ${keyFor('acme')}`;
 
@@ -357,6 +359,42 @@ describe('health', () => {
       assert.deepEqual(await live.json(), { status: 'live' });
     } finally {
       server.gateway.state.shuttingDown = false;
+    }
+  });
+});
+
+describe('shutdown', () => {
+  test('a connection that never finishes its request holds neither a drain nor a close', async () => {
+    // node stops its headers and body timeouts once its server closes: a stranger's half-sent head or a body that
+    // never ends held the close, and SIGTERM's drain with it, for ever
+    for (const stop of ['drain', 'close'] as const) {
+      const s = await startTestServer({
+        apiKeysPath: writeKeyFile(['acme']),
+        http: { headersTimeoutMs: HEADERS_MS, bodyTimeoutMs: BODY_MS, keepAliveTimeoutMs: 1_000 },
+      });
+      const head = await rawConnect(s.url);
+      head.socket.write('POST /v1/completions HTTP/1.1\r\nhost: kvfence\r\n');
+      const body = await rawConnect(s.url);
+      body.socket.write(postHead('/v1/completions', 1_000, acme));
+      body.socket.write('{"model"');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const boundMs = DRAIN_MS + CONNECTIONS_GRACE_MS + 1_500;
+      const started = performance.now();
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        const stopped = stop === 'drain' ? s.drain(DRAIN_MS) : s.close();
+        const late = new Promise<'late'>((resolve) => {
+          timer = setTimeout(() => resolve('late'), boundMs);
+        });
+        assert.notEqual(await Promise.race([stopped, late]), 'late', `${stop}: still open after ${boundMs} ms`);
+        await Promise.all([head.closed(1_000), body.closed(1_000)]);
+      } finally {
+        clearTimeout(timer);
+        head.socket.destroy();
+        body.socket.destroy();
+      }
+      const tookMs = performance.now() - started;
+      assert.ok(tookMs >= (stop === 'drain' ? DRAIN_MS : 0), `${stop} took ${tookMs.toFixed(0)} ms`);
     }
   });
 });
