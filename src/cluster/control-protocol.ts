@@ -17,6 +17,7 @@
  *                      reserved · token · end · prefilled · stats · page_map · incident
  *                      stats(0, busyMs)              unasked: a forward pass that may hold the worker's thread up
  *                                                    to busyMs starts (the heartbeat waits that much longer)
+ *                      stats(0)                      unasked: that pass has ended (the heartbeat's bound again)
  *                      draining                      the worker is shutting down: route nothing new to it; it
  *                                                    finishes what it holds, then the gateway closes the connection
  */
@@ -95,8 +96,8 @@ export type ControlMessage =
   | { type: 'end'; request: string; end: EndWire }
   /**
    * `busyMs`, worker → gateway only, unasked (id 0): the worker starts a forward pass that may hold its thread this
-   * long, answering nothing meanwhile (cluster/long-pass.ts); an older gateway reads it as a stats answer nobody asked
-   * for, and drops it
+   * long, answering nothing meanwhile (cluster/long-pass.ts); id 0 without it: that pass has ended. An older gateway
+   * reads either as a stats answer nobody asked for, and drops it
    */
   | { type: 'stats'; id: number; stats?: PoolStats; busyMs?: number }
   /** the dashboard's page map: asked with `id` alone, answered with the same `id` and the report */

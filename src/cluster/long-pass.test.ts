@@ -4,19 +4,21 @@ import { LIMITS } from '../util/limits.js';
 import { LONG_PASS_MS, LongPassNotice } from './long-pass.js';
 
 test('a pass nothing seen foretells is announced at the bound; one foretold short is not announced', () => {
-  const said: number[] = [];
+  const said: (number | undefined)[] = [];
   const notice = new LongPassNotice((ms) => said.push(ms));
   notice.before(512);
   assert.deepEqual(said, [LIMITS.workerBusyMsMax]);
-  notice.after(512, 10);
+  notice.after(512, 10); // the announced pass ended: said at once
+  assert.deepEqual(said, [LIMITS.workerBusyMsMax, undefined]);
   notice.before(512);
+  notice.after(512, 10);
   notice.before(100); // fewer tokens: at most what 512 took, doubled
-  assert.deepEqual(said, [LIMITS.workerBusyMsMax]);
+  assert.deepEqual(said, [LIMITS.workerBusyMsMax, undefined], 'a pass not announced: no end either');
   assert.ok(notice.boundMs(100) <= 20);
 });
 
 test('a long pass bounds the next ones: larger passes scaled up from it, smaller ones by it', () => {
-  const said: number[] = [];
+  const said: (number | undefined)[] = [];
   const notice = new LongPassNotice((ms) => said.push(ms));
   notice.after(64, 3_000);
   notice.before(64);

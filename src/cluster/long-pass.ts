@@ -8,8 +8,11 @@
  * So before a pass that may last LONG_PASS_MS or more the worker tells each gateway how long it may be silent
  * (`stats` with `busyMs`, which the gateway adds to its silence bound). The bound comes from the passes it has run:
  * the longest pass seen of about as many tokens or more, or one of fewer tokens scaled up linearly, doubled for the
- * attention a deeper context adds; a pass it cannot foresee (none yet) is announced as LIMITS.workerBusyMsMax. A
- * frozen worker between passes is still found within the gateway's bound.
+ * attention a deeper context adds; a pass it cannot foresee (none yet) is announced as LIMITS.workerBusyMsMax. An
+ * announced pass that ends says so at once (`stats` id 0 without `busyMs`), so the silence bound holds again from
+ * there: a worker frozen right after its first pass was otherwise taken as busy for the hour announced, until its next
+ * message (a heartbeat answer, a quarter of the bound later, or none if it froze first). A frozen worker between
+ * passes is found within the gateway's bound; one frozen during a pass, once the time announced is over.
  */
 import type { Backend } from '../compute/backend.js';
 import { type ForwardInput, type ForwardModel, type ForwardOutput, ForwardPass } from '../compute/forward.js';
@@ -28,7 +31,11 @@ export class LongPassNotice {
   /** the longest pass seen per size class (ms); NaN: none */
   private readonly longestMs = new Float64Array(CLASSES).fill(Number.NaN);
 
-  constructor(private readonly announce: (busyMs: number) => void) {}
+  /** a pass is announced and has not ended */
+  private announced = false;
+
+  /** `announce(busyMs)` before a long pass, `announce(undefined)` once an announced one has ended */
+  constructor(private readonly announce: (busyMs: number | undefined) => void) {}
 
   /** How long a pass of `tokens` may take (ms); LIMITS.workerBusyMsMax when nothing seen says. */
   boundMs(tokens: number): number {
@@ -46,13 +53,18 @@ export class LongPassNotice {
 
   before(tokens: number): void {
     const bound = this.boundMs(tokens);
-    if (bound >= LONG_PASS_MS) this.announce(bound);
+    if (bound < LONG_PASS_MS) return;
+    this.announced = true;
+    this.announce(bound);
   }
 
   after(tokens: number, ms: number): void {
     const k = sizeClass(tokens);
     const old = this.longestMs[k]!;
     this.longestMs[k] = Number.isNaN(old) ? ms : Math.max(old, ms);
+    if (!this.announced) return;
+    this.announced = false;
+    this.announce(undefined);
   }
 }
 
@@ -83,14 +95,17 @@ export class NoticedForwardPass extends ForwardPass {
   }
 }
 
-/** The forward pass of a prefill or decode worker: a long pass is announced on every control connection open now. */
+/**
+ * The forward pass of a prefill or decode worker: a long pass is announced on every control connection open now, and
+ * its end too (`stats` id 0 alone: an older gateway drops it as an answer nobody asked for).
+ */
 export function announcedForwardPass(
   model: ForwardModel,
   backend: Backend,
   connections: ReadonlySet<ControlConnection>,
 ): (pool: PagePool) => ForwardPass {
   const notice = new LongPassNotice((busyMs) => {
-    for (const conn of connections) conn.send({ type: 'stats', id: 0, busyMs });
+    for (const conn of connections) conn.send({ type: 'stats', id: 0, ...(busyMs !== undefined ? { busyMs } : {}) });
   });
   return (pool) => new NoticedForwardPass(model, backend, pool, notice);
 }

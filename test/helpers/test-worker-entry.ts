@@ -3,10 +3,12 @@
  * (launch/worker-main.ts), started by the supervisor like any other, but given what argv[2] (JSON) asks for:
  * - `faults`: a transport whose transfers suffer per-tenant faults (fault-transport.ts);
  * - `promptPassBusyMs`: forward passes over prompt tokens that hold the thread that long (a big prompt, a big model);
+ * - `freezeAfterFirstPromptPass`: the process stops itself (SIGSTOP) as its first pass over prompt tokens returns;
  * - `unprovenCapacity`: a capacity proof that proves nothing (the context is advertised whatever the pool holds), the
  *   2026 incident's first fault, so the tests can show what the rest of kvfence does about it.
  * This program is the only way either reaches a worker process.
  */
+import { NoticedForwardPass } from '../../src/cluster/long-pass.js';
 import { ForwardPass } from '../../src/compute/forward.js';
 import { ENGINE_PARTS } from '../../src/engine/engine-parts.js';
 import { WORKER_PARTS } from '../../src/launch/start-worker.js';
@@ -18,6 +20,8 @@ export interface TestWorkerPlan {
   unprovenCapacity?: boolean;
   /** each forward pass over a prompt chunk first holds the worker's thread this long (a big prompt on a big model) */
   promptPassBusyMs?: number;
+  /** the worker freezes (SIGSTOP) right after its first pass over a prompt chunk, before it sends anything else */
+  freezeAfterFirstPromptPass?: boolean;
 }
 
 const plan = JSON.parse(process.argv[2] ?? '{}') as TestWorkerPlan;
@@ -30,6 +34,18 @@ if (busyMs !== undefined) {
       while (performance.now() < until) {} // one long native pass: nothing else runs on the thread
     }
     return run.call(this, inputs);
+  };
+}
+if (plan.freezeAfterFirstPromptPass === true) {
+  const run = NoticedForwardPass.prototype.run;
+  let frozen = false;
+  NoticedForwardPass.prototype.run = function (this: NoticedForwardPass, inputs) {
+    const outputs = run.call(this, inputs);
+    if (!frozen && inputs.some((input) => input.tokens.length > 1)) {
+      frozen = true;
+      process.kill(process.pid, 'SIGSTOP');
+    }
+    return outputs;
   };
 }
 runSupervisedWorker({
