@@ -11,7 +11,7 @@ import { type RunningCluster, startDisaggregatedServer } from '../../src/launch/
 import type { ServeConfig } from '../../src/launch/serve-config.js';
 import type { TestWorkerPlan } from '../helpers/test-worker-entry.js';
 import type { IsolationTarget } from '../serving/isolation-suite.js';
-import { MODEL_ID, post, type Served, testServeConfig, waitForAsync } from '../serving/serve-helpers.js';
+import { MODEL_ID, post, type Served, testServeConfig, waitForAsync, writeKeyFile } from '../serving/serve-helpers.js';
 
 export interface TestClusterOptions {
   serve?: Partial<ServeConfig>;
@@ -48,6 +48,20 @@ export async function startTestCluster(options: TestClusterOptions = {}): Promis
 }
 
 /** Every worker's pool stats, fresh (prefill workers first); a worker that is down fails the assertion. */
+/**
+ * The heartbeat tests' cluster: one prefill and one decode worker (running `plan`, when given) behind a gateway that
+ * takes a worker silent for `silenceMs` as gone; one tenant, `a`.
+ */
+export function startHeartbeatCluster(silenceMs: number, plan?: TestWorkerPlan): Promise<RunningCluster> {
+  return startTestCluster({
+    prefill: 1,
+    decode: 1,
+    workerSilenceMs: silenceMs,
+    ...(plan !== undefined ? { plan } : {}),
+    serve: { apiKeysPath: writeKeyFile(['a']) },
+  });
+}
+
 export async function poolStats(cluster: RunningCluster): Promise<PoolStats[]> {
   const stats = await cluster.dispatcher.poolStats();
   return stats.map((s, i) => {

@@ -3,17 +3,13 @@
 // two disappear (the gateway drains them: their requests end first, then it lets go). No request fails, every answer
 // is the one the request gets alone (I7), the new workers really served, and the retired ones are released.
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { pino } from 'pino';
 import type { WorkerRole } from '../../src/cluster/control-protocol.js';
-import { type RunningWorker, WORKER_DEFAULTS, type WorkerConfig } from '../../src/cluster/worker-config.js';
 import type { WorkerResolver } from '../../src/cluster/worker-discovery.js';
-import { IncidentStore } from '../../src/incidents/incident-store.js';
 import { type RunningGateway, startGateway } from '../../src/launch/gateway-server.js';
 import { workerSettingsOf } from '../../src/launch/serve-config.js';
-import { startWorker } from '../../src/launch/start-worker.js';
 import { loadModel } from '../../src/model/load-model.js';
+import { InProcessWorkers } from '../helpers/in-process-worker.js';
 import { tempDirectory } from '../helpers/temp.js';
 import { tokens } from '../serving/isolation-suite.js';
 import { MODEL_ID, testServeConfig, waitFor, writeKeyFile } from '../serving/serve-helpers.js';
@@ -26,9 +22,7 @@ const MAX_TOKENS = 12;
 const dir = tempDirectory('kvfence-discovery-');
 const serve = testServeConfig({ apiKeysPath: writeKeyFile(TENANTS) });
 const model = loadModel(serve.modelPath!);
-const secret = new Uint8Array(32).fill(7);
-const incidents = new IncidentStore(join(dir, 'incidents.sqlite'));
-const workers: RunningWorker[] = [];
+const workers = new InProcessWorkers(model, workerSettingsOf(serve, 128), new Uint8Array(32).fill(7), dir);
 /** what the fake DNS answers now, per role */
 const answers: Record<WorkerRole, string[]> = { prefill: [], decode: [] };
 let lookups = 0;
@@ -42,31 +36,10 @@ const resolver = (role: WorkerRole): WorkerResolver => ({
 });
 let gateway: RunningGateway;
 
-async function newWorker(role: WorkerRole, name: string): Promise<RunningWorker> {
-  const config: WorkerConfig = {
-    role,
-    name,
-    modelPath: model.path,
-    modelName: MODEL_ID,
-    backend: 'reference',
-    settings: workerSettingsOf(serve, 128),
-    controlListen: '127.0.0.1:0',
-    ...(role === 'decode' ? { transferListen: '127.0.0.1:0' } : {}),
-    transferTimeoutMs: 10_000,
-    idleTimeoutMs: 3_000,
-    handshakeTimeoutMs: WORKER_DEFAULTS.handshakeTimeoutMs,
-    incidentsDb: join(dir, 'unused.sqlite'),
-    logLevel: 'silent',
-  };
-  const worker = await startWorker(config, secret, { model, incidents, log: pino({ level: 'silent' }) });
-  workers.push(worker);
-  return worker;
-}
-
 const ask = (tenant: string, prompt: number[]) => greedyCompletion(gateway, tenant, prompt, MAX_TOKENS);
 
 before(async () => {
-  const [p0, d0] = [await newWorker('prefill', 'prefill-a'), await newWorker('decode', 'decode-a')];
+  const [p0, d0] = [await workers.start('prefill', 'prefill-a'), await workers.start('decode', 'decode-a')];
   answers.prefill = [p0.controlAddress];
   answers.decode = [d0.controlAddress];
   gateway = await startGateway({
@@ -76,15 +49,14 @@ before(async () => {
     modelName: MODEL_ID,
     resolvers: { prefill: resolver('prefill'), decode: resolver('decode') },
     dnsRefreshMs: 100,
-    secret,
+    secret: workers.secret,
     connectTimeoutMs: 10_000,
   });
 });
 
 after(async () => {
   await gateway?.close();
-  for (const w of workers) await w.close();
-  incidents.close();
+  await workers.close();
 });
 
 test('workers added and removed during load: no request lost, answers as alone, the removed ones let go', async () => {
@@ -106,7 +78,7 @@ test('workers added and removed during load: no request lost, answers as alone, 
 
   await served(6);
   // two workers appear: the gateway connects to them and routes to them
-  const [p1, d1] = [await newWorker('prefill', 'prefill-b'), await newWorker('decode', 'decode-b')];
+  const [p1, d1] = [await workers.start('prefill', 'prefill-b'), await workers.start('decode', 'decode-b')];
   answers.prefill = [answers.prefill[0]!, p1.controlAddress];
   answers.decode = [answers.decode[0]!, d1.controlAddress];
   await waitFor(
@@ -140,9 +112,9 @@ test('workers added and removed during load: no request lost, answers as alone, 
   assert.equal(decodeStats!.pagesFree, decodeStats!.pagesTotal, 'the new decode pool is whole');
   // the gateway closed its connections to the removed workers: they drain at once (nothing held, nobody connected)
   const started = performance.now();
-  await Promise.all([workers[0]!.drain(5_000), workers[1]!.drain(5_000)]);
+  await Promise.all([workers.started[0]!.drain(5_000), workers.started[1]!.drain(5_000)]);
   assert.ok(performance.now() - started < 1_000, `drained in ${(performance.now() - started).toFixed(0)} ms`);
-  workers.splice(0, 2);
+  workers.started.splice(0, 2);
   // each role's answers changed twice after the first, so each was asked at least three times (more as time passes)
   assert.ok(lookups >= 6, `the resolver was asked again and again (${lookups})`);
 });

@@ -5,21 +5,15 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import { tokens } from '../serving/isolation-suite.js';
-import { MODEL_ID, post, writeKeyFile } from '../serving/serve-helpers.js';
-import { startTestCluster } from './cluster-helpers.js';
+import { MODEL_ID, post } from '../serving/serve-helpers.js';
+import { startHeartbeatCluster } from './cluster-helpers.js';
 
 const SILENCE_MS = 1_000;
 let cluster: RunningCluster;
 let frozen: string | undefined;
 
 before(async () => {
-  cluster = await startTestCluster({
-    prefill: 1,
-    decode: 1,
-    workerSilenceMs: SILENCE_MS,
-    plan: { freezeAfterFirstPromptPass: true },
-    serve: { apiKeysPath: writeKeyFile(['a']), requestTimeoutMs: 60_000 },
-  });
+  cluster = await startHeartbeatCluster(SILENCE_MS, { freezeAfterFirstPromptPass: true });
 });
 after(async () => {
   if (frozen !== undefined) cluster?.supervisor.kill(frozen, 'SIGCONT');

@@ -6,20 +6,15 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import { complete, tokens } from '../serving/isolation-suite.js';
-import { MODEL_ID, post, waitForAsync, writeKeyFile } from '../serving/serve-helpers.js';
-import { assertClusterPoolsWhole, startTestCluster } from './cluster-helpers.js';
+import { MODEL_ID, post, waitForAsync } from '../serving/serve-helpers.js';
+import { assertClusterPoolsWhole, startHeartbeatCluster } from './cluster-helpers.js';
 
 const SILENCE_MS = 2_000;
 let cluster: RunningCluster;
 let frozen: string | undefined;
 
 before(async () => {
-  cluster = await startTestCluster({
-    prefill: 1,
-    decode: 1,
-    workerSilenceMs: SILENCE_MS,
-    serve: { apiKeysPath: writeKeyFile(['a']), requestTimeoutMs: 60_000 },
-  });
+  cluster = await startHeartbeatCluster(SILENCE_MS);
 });
 after(async () => {
   if (frozen !== undefined) cluster?.supervisor.kill(frozen, 'SIGCONT');

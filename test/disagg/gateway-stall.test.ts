@@ -4,19 +4,13 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { RunningCluster } from '../../src/launch/cluster-server.js';
 import { complete, tokens } from '../serving/isolation-suite.js';
-import { writeKeyFile } from '../serving/serve-helpers.js';
-import { startTestCluster } from './cluster-helpers.js';
+import { startHeartbeatCluster } from './cluster-helpers.js';
 
 const SILENCE_MS = 1_000;
 let cluster: RunningCluster;
 
 before(async () => {
-  cluster = await startTestCluster({
-    prefill: 1,
-    decode: 1,
-    workerSilenceMs: SILENCE_MS,
-    serve: { apiKeysPath: writeKeyFile(['a']) },
-  });
+  cluster = await startHeartbeatCluster(SILENCE_MS);
 });
 after(async () => {
   await cluster?.close();

@@ -7,10 +7,11 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import type { WorkerRole } from '../../src/cluster/control-protocol.js';
-import { type RunningWorker, WORKER_DEFAULTS, type WorkerConfig } from '../../src/cluster/worker-config.js';
+import type { RunningWorker, WorkerConfig } from '../../src/cluster/worker-config.js';
 import { IncidentStore } from '../../src/incidents/incident-store.js';
 import { startGateway } from '../../src/launch/gateway-server.js';
 import { startWorker } from '../../src/launch/start-worker.js';
+import { inProcessWorkerConfig } from '../helpers/in-process-worker.js';
 import { tempDirectory } from '../helpers/temp.js';
 import { MODEL_ID } from '../serving/serve-helpers.js';
 import { MUTANT_SERVER_DEFAULTS, mutantModelPath, mutantWorkerSettings } from './mutant-server.js';
@@ -34,22 +35,7 @@ const dir = tempDirectory('kvfence-mutant-cluster-');
 let clusters = 0;
 
 function workerConfig(role: WorkerRole): WorkerConfig {
-  return {
-    role,
-    name: role,
-    modelPath: mutantModelPath(),
-    modelName: MODEL_ID,
-    backend: 'reference',
-    settings: mutantWorkerSettings(MUTANT_SERVER_DEFAULTS),
-    controlListen: '127.0.0.1:0',
-    ...(role === 'decode' ? { transferListen: '127.0.0.1:0' } : {}),
-    // the transfer bounds of the disaggregated tests (cluster-helpers.ts)
-    transferTimeoutMs: 10_000,
-    idleTimeoutMs: 3_000,
-    handshakeTimeoutMs: WORKER_DEFAULTS.handshakeTimeoutMs,
-    incidentsDb: join(dir, 'unused.sqlite'),
-    logLevel: 'silent',
-  };
+  return inProcessWorkerConfig(role, role, mutantModelPath(), mutantWorkerSettings(MUTANT_SERVER_DEFAULTS), dir);
 }
 
 /** A disaggregated kvfence on the live audit's model with `faults` seeded; `{}`: the real cluster. */
