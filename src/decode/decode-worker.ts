@@ -14,10 +14,9 @@
 
 import type { PoolStats } from '../cluster/control-protocol.js';
 import { poolStats } from '../cluster/pool-stats.js';
-import { admissionPass, checkFits, validateRequest } from '../engine/admission.js';
+import { checkFits, validateRequest } from '../engine/admission.js';
 import type { BatchRunner } from '../engine/batch-runner.js';
 import { choiceRequest, pagesOfRequest, tailPages } from '../engine/choice-group.js';
-import type { PausedCandidate } from '../engine/engine.js';
 import type { GenerationSink } from '../engine/inference-worker.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import type { SequenceSampler } from '../engine/sequence-sampler.js';
@@ -206,29 +205,18 @@ export class DecodeWorker {
   }
 
   /**
-   * Admits what the shared rule allows now (admission.ts): paused sequences back into the batch, queued requests each
-   * into its transfer, the tenant holding least first. When the one chosen waits for batch slots alone, the engine
-   * pauses sequences of tenants holding more (Engine.pauseFor), and the next round admits it.
+   * Admits what the shared rule allows now (Engine.admitFrom): paused sequences back into the batch, queued requests
+   * each into its transfer, the tenant holding least first; sequences of tenants holding more pause for one that waits
+   * for batch slots alone.
    */
   private admit(): void {
     if (this.closed) return;
-    const { runner } = this.options;
-    for (let round = 0; round <= this.options.runningMax; round++) {
-      const candidates = [...runner.engine.pausedCandidates(), ...this.queue];
-      if (candidates.length === 0) return;
-      const pass = admissionPass<PausedCandidate | Held>(candidates, runner.engine.admissionRoom());
-      for (const c of pass.admitted) {
-        if ('paused' in c) {
-          runner.resumePaused(c.paused);
-          continue;
-        }
-        this.queue.splice(this.queue.indexOf(c), 1);
-        assert(c.state.name === 'queued', 'only queued requests are admitted');
-        clearTimeout(c.state.timer);
-        this.startTransfer(c);
-      }
-      if (pass.waitsForSlots === undefined || !runner.engine.pauseFor(pass.waitsForSlots)) return;
-    }
+    this.options.runner.admitFrom(this.queue, (h) => {
+      this.queue.splice(this.queue.indexOf(h), 1);
+      assert(h.state.name === 'queued', 'only queued requests are admitted');
+      clearTimeout(h.state.timer);
+      this.startTransfer(h);
+    });
   }
 
   /** Batch slots held for transfers in flight (per tenant, or all): they join the engine's batch at COMMIT. */

@@ -7,6 +7,7 @@
  */
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
+import type { AdmissionCandidate } from './admission.js';
 import type { Engine, TransferredChoices, TransferredSequence } from './engine.js';
 import type { GenerationSink } from './inference-worker.js';
 import type { EngineEvent, GenerationRequest, IsolationIncident } from './request.js';
@@ -53,10 +54,9 @@ export class BatchRunner {
     this.loop.kick();
   }
 
-  /** The owner's admission picked a paused request (Engine.resumePaused): it runs again from the next step. */
-  resumePaused(requestId: string): void {
-    this.engine.resumePaused(requestId);
-    this.loop.kick();
+  /** An owner's admission (Engine.admitFrom); a paused sequence it resumed runs again from the next step. */
+  admitFrom<T extends AdmissionCandidate>(queue: readonly T[], start: (candidate: T) => void): void {
+    if (this.engine.admitFrom(queue, start)) this.loop.kick();
   }
 
   /** Its pages are scrubbed and free before this returns; its sink hears nothing more. */

@@ -83,20 +83,6 @@ export interface TransferredSequence {
   sampler: SequenceSampler;
 }
 
-/** A waiting or paused sequence as admission sees it: a paused one holds its pages already and needs one slot. */
-interface Candidate extends AdmissionCandidate {
-  seq: Sequence;
-}
-
-/** A paused request as an owner's admission sees it (Engine.pausedCandidates). */
-export interface PausedCandidate extends AdmissionCandidate {
-  readonly paused: string;
-}
-
-function pausedCandidate(seq: Sequence): PausedCandidate {
-  return { paused: seq.id, tenant: seq.tenant, pagesNeeded: 0, tenantPagesMax: Infinity, resumes: true };
-}
-
 export class Engine {
   private readonly waiting: Sequence[] = [];
   private readonly running: Sequence[] = [];
@@ -130,7 +116,7 @@ export class Engine {
   }
 
   get hasWork(): boolean {
-    // paused sequences wait for their admitter: this engine's next step, or an owner's resumePaused (which kicks)
+    // paused sequences wait for their admitter: this engine's next step, or an owner's admitFrom (which kicks the loop)
     return this.waiting.length > 0 || this.running.length > 0 || (this.paused.length > 0 && !this.ownerAdmits);
   }
 
@@ -140,9 +126,8 @@ export class Engine {
 
   /**
    * For a worker whose queue sits outside the engine (a decode worker: requests wait there, then for their transfer):
-   * from now on admission is the owner's. The engine counts `slotsOutside` (per tenant, or all) as taken batch slots;
-   * its paused sequences resume only when the owner's admission pass picks them (`resumePaused`), and it pauses only
-   * when the owner asks (`pauseFor`).
+   * from now on admission is the owner's (`admitFrom` with its own queue). The engine counts `slotsOutside` (per
+   * tenant, or all) as taken batch slots, and its steps admit nothing.
    */
   admitOutside(slotsOutside: (tenant?: string) => number): void {
     assert(this.slotsOutside === undefined && this.waiting.length === 0, 'one owner admits, before any request');
@@ -352,54 +337,56 @@ export class Engine {
     return this.paused.map((s) => s.id);
   }
 
-  /** The paused sequences as admission candidates (their pages held already), oldest pause first. */
-  pausedCandidates(): PausedCandidate[] {
-    return this.paused.map(pausedCandidate);
-  }
-
-  /** An owner's admission picked a paused request: it rejoins the batch at the next step. */
-  resumePaused(requestId: string): void {
-    const seq = this.paused.find((s) => s.id === requestId);
-    assert(seq !== undefined, `request ${requestId} is paused`);
-    this.paused.splice(this.paused.indexOf(seq), 1);
-    this.running.push(seq);
-  }
-
   /** The page table an admitted request (or one of its n choices) reads through (tests look at it and corrupt it). */
   runningTable(requestId: string, choice = 0): PageTable | undefined {
     return this.admitted().find((s) => s.id === requestId && s.choice === choice)?.table;
   }
 
-  /**
-   * Admission (admission.ts): paused sequences resume and waiting requests get their pages, the tenant holding least
-   * first. When the one chosen waits for batch slots alone, sequences of tenants holding more pause to make them; the
-   * next round admits it (slotDonors keeps every donor's share above its own). The rounds are bounded by the batch.
-   */
+  /** This engine's own admission (a colocated worker's): its waiting requests get their pages and join the batch. */
   private admit(): void {
-    if (this.waiting.length === 0 && this.paused.length === 0) return; // the cache's evictable count walks its entries
+    this.admitFrom(this.waiting, (seq) => {
+      this.grant(seq);
+      this.running.push(seq);
+    });
+  }
+
+  /**
+   * One admission (admission.ts) over the paused sequences, which rejoin the batch, and `queue`'s requests, which
+   * `start` takes on (into this batch, or into a decode worker's transfer): the tenant holding least first. When the
+   * one chosen waits for batch slots alone, sequences of tenants holding more pause to make them; the next round admits
+   * it (slotDonors keeps every donor's share above its own). The rounds are bounded by the batch. True when a paused
+   * sequence rejoined the batch (an owner's step loop has work again).
+   */
+  admitFrom<T extends AdmissionCandidate>(queue: readonly T[], start: (candidate: T) => void): boolean {
+    let resumed = false;
     for (let round = 0; round <= this.config.runningMax; round++) {
-      const candidates: Candidate[] = [
-        ...this.paused.map((seq) => ({ ...pausedCandidate(seq), seq })),
-        ...this.waiting.map((seq) => ({
+      if (queue.length === 0 && this.paused.length === 0) break; // the room's evictable count walks the cache
+      // a paused sequence holds its pages already (no quota to meet) and needs one slot to go on
+      const paused = new Map<AdmissionCandidate, Sequence>(
+        this.paused.map((seq) => [
+          { tenant: seq.tenant, pagesNeeded: 0, tenantPagesMax: Infinity, resumes: true },
           seq,
-          tenant: seq.tenant,
-          pagesNeeded: seq.pagesNeeded,
-          tenantPagesMax: seq.tenantPagesMax,
-          slots: seq.slots,
-        })),
-      ];
-      const pass = admissionPass(candidates, this.admissionRoom());
-      for (const { seq } of pass.admitted) {
-        if (seq.state === 'waiting') this.grant(seq);
-        else this.paused.splice(this.paused.indexOf(seq), 1);
+        ]),
+      );
+      const queued = (candidate: AdmissionCandidate | T): candidate is T => !paused.has(candidate);
+      const pass = admissionPass([...paused.keys(), ...queue], this.admissionRoom());
+      for (const candidate of pass.admitted) {
+        if (queued(candidate)) {
+          start(candidate);
+          continue;
+        }
+        const seq = paused.get(candidate)!;
+        this.paused.splice(this.paused.indexOf(seq), 1);
         this.running.push(seq);
+        resumed = true;
       }
-      if (pass.waitsForSlots === undefined || !this.pauseFor(pass.waitsForSlots)) return;
+      if (pass.waitsForSlots === undefined || !this.pauseFor(pass.waitsForSlots)) break;
     }
+    return resumed;
   }
 
   /** Pauses the youngest pausable sequence of each donor slotDonors names for `waiter`; false when it names none. */
-  pauseFor(waiter: AdmissionCandidate): boolean {
+  protected pauseFor(waiter: AdmissionCandidate): boolean {
     const pausable = new Map<string, number>();
     for (const seq of this.running)
       if (seq.group === undefined) pausable.set(seq.tenant, (pausable.get(seq.tenant) ?? 0) + 1);
