@@ -77,7 +77,7 @@ export class WorkerLink {
 
   /** the worker's name from its last hello, kept while it is down (/health names the worker that is missing) */
   get name(): string | undefined {
-    return this.helloNow?.name ?? this.lastName;
+    return this.lastName;
   }
 
   get up(): boolean {

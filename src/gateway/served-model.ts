@@ -120,12 +120,12 @@ function textWithin(value: unknown, chars: number): boolean {
       left -= 1 + v.length; // each item at least one more
       if (left >= 0) stack.push(...v);
     } else if (typeof v === 'object' && v !== null) {
-      const keys = Object.keys(v);
-      left -= 1 + keys.length;
+      const entries = Object.entries(v);
+      left -= 1 + entries.length;
       if (left >= 0)
-        for (const key of keys) {
+        for (const [key, item] of entries) {
           left -= key.length;
-          stack.push((v as Record<string, unknown>)[key]);
+          stack.push(item);
         }
     } else left -= 1;
     if (left < 0) return false;
