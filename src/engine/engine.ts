@@ -405,7 +405,7 @@ export class Engine {
    * The pool and batch now, as admission sees them: the prefix cache's evictable pages count as free, and the slots an
    * owner holds outside (admitOutside) as taken.
    */
-  admissionRoom(): AdmissionRoom {
+  private admissionRoom(): AdmissionRoom {
     const slotsOf = (tenant?: string) => this.runningSlots(tenant) + (this.slotsOutside?.(tenant) ?? 0);
     return poolRoom(this.pool, this.prefixCache, slotsOf(), this.config.runningMax, slotsOf);
   }
