@@ -197,7 +197,7 @@ export function admissionPass<T extends AdmissionCandidate>(
  * tenant keeps at least as many slots as the waiter's will have once admitted, and a larger share of the batch than the
  * waiter's tenant has of the worker now (so the next pass, where the paused sequence's turn is by its tenant's slots
  * alone, admits the waiter, not the paused sequence, and the two never trade places back and forth). `pausable`:
- * per tenant, its running sequences that can pause (one answer each; an n > 1 request's choices run together).
+ * per tenant, its running sequences that can pause (one answer each, or an n > 1 request's choices once forked).
  * Undefined (nobody pauses) when that cannot make every slot needed. A paused sequence keeps its pages and resumes as
  * an admission candidate ahead of its tenant's waiting requests.
  *

@@ -120,11 +120,6 @@ export class ChoiceGroup {
     return this.forkedYet;
   }
 
-  /** Running-batch slots the request holds: all n until the choices fork, then one per choice still running. */
-  get slotsHeld(): number {
-    return this.forkedYet ? this.live : this.choices;
-  }
-
   /** A choice ended: true when it was the last, and the head and unforked tails went back to the pool. */
   leave(pool: PagePool, cache: PrefixCache | undefined): boolean {
     assert(this.live > 0, 'a choice leaves its group once');

@@ -117,6 +117,49 @@ test('admission takes n batch slots and the whole need; a cancel mid-decode free
   assert.throws(() => engine.submit(seeded('big', 20, 10, 5), 0), /n must be an integer from 1 to 4/);
 });
 
+test('forked choices pause for another tenant, each as it is alone; a cancel frees the paused choice too', () => {
+  const forward = forwardFor(model, 64, PAGE);
+  const engine = new Engine(config({ runningMax: 4 }), forward);
+  const groups = [
+    seeded('g1', 20, 30, 2),
+    { ...seeded('g2', 12, 30, 2), sampling: { ...seeded('g2', 12, 30, 2).sampling, seed: 7 } },
+  ];
+  for (const g of groups) engine.submit(g, 0);
+  const events: EngineEvent[] = [];
+  stepToFork(engine, 'g1', 2, events);
+  stepToFork(engine, 'g2', 2, events);
+  // a's two requests hold all four slots as four choices: one of them pauses for b's, which runs the next step
+  engine.submit(request('b', 'b', 6, 4), 0);
+  events.push(...engine.step(0));
+  assert.equal(engine.pausedRequests().length, 1, "one of a's choices paused");
+  assert.ok(
+    events.some((e) => e.kind === 'token' && e.request === 'b'),
+    "b's first token at once, not when one of a's requests ends",
+  );
+  const { choices, ends } = run(engine, events);
+  for (const g of groups)
+    for (let c = 0; c < 2; c++) {
+      const alone = new Engine(config(), forwardFor(model, 64, PAGE));
+      alone.submit({ ...choiceRequest(g, c), choices: 1 }, 0);
+      assert.deepEqual(choices.get(g.id)![c], run(alone).choices.get(g.id)![0], `${g.id} choice ${c}`);
+    }
+  assert.deepEqual(ends.map((e) => e.kind === 'end' && e.request).sort(), ['b', 'g1', 'g2'], 'one ending each (I6)');
+  assert.equal(forward.pool.checkConservation().free, 64);
+
+  // cancelled with one choice paused: every page back, the head and both tails
+  for (const g of groups) engine.submit(g, 0);
+  stepToFork(engine, 'g1', 2, []);
+  stepToFork(engine, 'g2', 2, []);
+  engine.submit(request('b', 'b', 6, 40), 0);
+  engine.step(0);
+  const [pausedId] = engine.pausedRequests();
+  assert.ok(pausedId !== undefined && engine.cancel(pausedId));
+  assert.deepEqual(engine.pausedRequests(), []);
+  assert.equal(engine.runningTable(pausedId, 0) ?? engine.runningTable(pausedId, 1), undefined, 'both choices gone');
+  run(engine);
+  assert.equal(forward.pool.checkConservation().free, 64);
+});
+
 test('an answer its client ended (endChoice) stops at once: its tail back, the others run on, one ending', () => {
   const forward = forwardFor(model, 64, PAGE);
   const engine = new Engine(config(), forward);

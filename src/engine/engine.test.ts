@@ -201,6 +201,20 @@ test('paused sequences resume under other tenants’ steady streams: their turn 
   assert.deepEqual(forward.pool.checkConservation(), { free: 64, reserved: 0, active: 0 });
 });
 
+test("a tenant's pauses go round its sequences: the one paused fewest times first, not the one that resumed last", () => {
+  const engine = new Engine(config({ runningMax: 3 }), forwardFor(model, 64, 16));
+  for (let i = 0; i < 3; i++) engine.submit(request(`a${i}`, 'a', 4, 60), 0);
+  const pauses: string[] = [];
+  let pausedBefore: string[] = [];
+  runToEnd(engine, 0, 5000, (step) => {
+    if (step === 3 || step === 13 || step === 23) engine.submit(request(`b${step}`, 'b', 4, 2), 0);
+    const paused = engine.pausedRequests();
+    pauses.push(...paused.filter((id) => !pausedBefore.includes(id)));
+    pausedBefore = paused;
+  });
+  assert.deepEqual(pauses, ['a2', 'a1', 'a0']);
+});
+
 test('one tenant never pauses its own sequences: it waits for its own to end', () => {
   const engine = new Engine(config({ runningMax: 2 }), forwardFor(model, 64, 16));
   for (let i = 0; i < 5; i++) engine.submit(request(`a${i}`, 'a', 6, 10), 0);

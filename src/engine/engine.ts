@@ -385,18 +385,25 @@ export class Engine {
     return resumed;
   }
 
-  /** Pauses the youngest pausable sequence of each donor slotDonors names for `waiter`; false when it names none. */
+  /**
+   * Pauses a sequence of each donor slotDonors names for `waiter`: the one paused fewest times so far, the youngest of
+   * those (so a tenant's pauses go round its streams instead of falling on the one that resumed last); false when it
+   * names none.
+   */
   protected pauseFor(waiter: AdmissionCandidate): boolean {
     const pausable = new Map<string, number>();
-    for (const seq of this.running)
-      if (seq.group === undefined) pausable.set(seq.tenant, (pausable.get(seq.tenant) ?? 0) + 1);
+    for (const seq of this.running.filter(canPause)) pausable.set(seq.tenant, (pausable.get(seq.tenant) ?? 0) + 1);
     const donors = slotDonors(waiter, this.admissionRoom(), pausable);
     if (donors === undefined) return false;
     for (const tenant of donors) {
-      const youngest = this.running.filter((s) => s.tenant === tenant && s.group === undefined).at(-1);
-      assert(youngest !== undefined, 'a donor has a pausable sequence');
-      this.running.splice(this.running.indexOf(youngest), 1);
-      this.paused.push(youngest);
+      let chosen: Sequence | undefined;
+      for (const seq of this.running)
+        if (seq.tenant === tenant && canPause(seq) && (chosen === undefined || seq.pauses <= chosen.pauses))
+          chosen = seq;
+      assert(chosen !== undefined, 'a donor has a pausable sequence');
+      this.running.splice(this.running.indexOf(chosen), 1);
+      chosen.pauses++;
+      this.paused.push(chosen);
     }
     return true;
   }
@@ -579,16 +586,19 @@ export class Engine {
     if (seq.group === undefined || seq.group.leave(this.pool, this.prefixCache)) this.countRequest(seq.tenant, -1);
   }
 
-  /** Batch slots taken (by `tenant`'s requests, or all): a sequence each, an n > 1 request all n before they fork. */
+  /**
+   * Batch slots taken (by `tenant`'s requests, or all): a sequence each in the batch, an n > 1 request all n until its
+   * choices fork (then each choice is a sequence of its own, which may pause).
+   */
   runningSlots(tenant?: string): number {
     const groups = new Set<ChoiceGroup>();
     let slots = 0;
     for (const seq of this.running) {
       if (tenant !== undefined && seq.tenant !== tenant) continue;
-      if (seq.group === undefined) slots++;
+      if (seq.group === undefined || seq.group.forked) slots++;
       else if (!groups.has(seq.group)) {
         groups.add(seq.group);
-        slots += seq.group.slotsHeld;
+        slots += seq.group.choices;
       }
     }
     return slots;
@@ -609,10 +619,10 @@ export class Engine {
     return [...this.running, ...this.paused];
   }
 
-  /** The sequence and, for an n > 1 request, its other choices. */
+  /** The sequence and, for an n > 1 request, its other choices (in the batch, paused, or the leader waiting). */
   private membersOf(seq: Sequence): Sequence[] {
     if (seq.group === undefined) return [seq];
-    return [...this.running, ...this.waiting].filter((s) => s.group === seq.group);
+    return [...this.running, ...this.paused, ...this.waiting].filter((s) => s.group === seq.group);
   }
 
   /** Requests per tenant, for stats: asserted where it changes, so a lost count shows at once. */
@@ -628,4 +638,9 @@ export class Engine {
   protected find(requestId: string): Sequence | undefined {
     return this.admitted().find((s) => s.id === requestId) ?? this.waiting.find((s) => s.id === requestId);
   }
+}
+
+/** A sequence in the batch that may pause: one answer, or a choice of n once they have forked (each runs on its own). */
+function canPause(seq: Sequence): boolean {
+  return seq.group === undefined || seq.group.forked;
 }

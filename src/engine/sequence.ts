@@ -32,6 +32,8 @@ export class Sequence {
   choice = 0;
   /** with n > 1: the pages and endings the request's choices share (choice-group.ts) */
   group: ChoiceGroup | undefined;
+  /** times it paused for another tenant's request (Engine.pauseFor spreads a tenant's pauses over its sequences) */
+  pauses = 0;
 
   constructor(
     readonly request: GenerationRequest,
