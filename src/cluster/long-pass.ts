@@ -7,16 +7,23 @@
  *
  * So before a pass that may last LONG_PASS_MS or more the worker tells each gateway how long it may be silent
  * (`stats` with `busyMs`, which the gateway adds to its silence bound). The bound comes from the passes it has run:
- * the longest pass seen of about as many tokens or more, or one of fewer tokens scaled up linearly, doubled for the
- * attention a deeper context adds; a pass it cannot foresee (none yet) is announced as LIMITS.workerBusyMsMax. An
- * announced pass that ends says so at once (`stats` id 0 without `busyMs`), so the silence bound holds again from
- * there: a worker frozen right after its first pass was otherwise taken as busy for the hour announced, until its next
- * message (a heartbeat answer, a quarter of the bound later, or none if it froze first). A frozen worker between
- * passes is found within the gateway's bound; one frozen during a pass, once the time announced is over.
+ * the longest recent pass of about as many tokens or more, or one of fewer tokens scaled up linearly, doubled for the
+ * attention a deeper context adds (recent: of a size class's last WINDOW to 2 × WINDOW passes, so one slow outlier,
+ * the first pass paging the weights in or a burst of load, does not double that size's bound for good). So that even
+ * its first pass is foreseen, the worker times one pass of PROBE_TOKENS synthetic tokens over a pool of its own before
+ * it serves (probePassMs); without that, a first pass would be announced as LIMITS.workerBusyMsMax, and a worker frozen
+ * in it found only an hour later, its gateways sending it requests meanwhile. An announced pass that ends says so at
+ * once (`stats` id 0 without `busyMs`), so the silence bound holds again from there: a worker frozen right after a long
+ * pass was otherwise taken as busy for the time announced, until its next message (a heartbeat answer, a quarter of the
+ * bound later, or none if it froze first). A frozen worker between passes is found within the gateway's bound; one
+ * frozen during a pass, once the time announced is over.
  */
 import type { Backend } from '../compute/backend.js';
 import { type ForwardInput, type ForwardModel, type ForwardOutput, ForwardPass } from '../compute/forward.js';
-import type { PagePool } from '../kv/page-pool.js';
+import { generate } from '../engine/generate.js';
+import { GREEDY } from '../engine/sampler.js';
+import { type KvLayout, pagesForTokens } from '../kv/kv-layout.js';
+import { PagePool } from '../kv/page-pool.js';
 import { LIMITS } from '../util/limits.js';
 import type { ControlConnection } from './control-channel.js';
 
@@ -26,10 +33,17 @@ export const LONG_PASS_MS = 1_000;
 const SLACK = 2;
 /** Passes are kept by size class: class k holds the longest pass of 2^k to 2^(k+1) - 1 tokens */
 const CLASSES = 32;
+/** The pass a worker times before it serves: a prompt chunk's worth, its cost per token no lower than a larger pass's */
+const PROBE_TOKENS = 16;
+/** A size class forgets its longest pass after WINDOW to 2 × WINDOW passes of its size */
+export const WINDOW = 32;
 
 export class LongPassNotice {
-  /** the longest pass seen per size class (ms); NaN: none */
-  private readonly longestMs = new Float64Array(CLASSES).fill(Number.NaN);
+  /** per size class, the longest pass (ms) of its current window and of the one before; NaN: none */
+  private readonly currentMs = new Float64Array(CLASSES).fill(Number.NaN);
+  private readonly previousMs = new Float64Array(CLASSES).fill(Number.NaN);
+  /** passes in each class's current window */
+  private readonly counts = new Uint32Array(CLASSES);
 
   /** a pass is announced and has not ended */
   private announced = false;
@@ -42,7 +56,7 @@ export class LongPassNotice {
     const k = sizeClass(tokens);
     let bound = Number.POSITIVE_INFINITY;
     for (let j = 0; j < CLASSES; j++) {
-      const ms = this.longestMs[j]!;
+      const ms = longest(this.currentMs[j]!, this.previousMs[j]!);
       if (Number.isNaN(ms)) continue;
       // class j's passes had at least 2^j tokens; a class above holds passes of more tokens than this one
       const scale = j > k ? 1 : Math.max(1, tokens / 2 ** j);
@@ -60,12 +74,22 @@ export class LongPassNotice {
 
   after(tokens: number, ms: number): void {
     const k = sizeClass(tokens);
-    const old = this.longestMs[k]!;
-    this.longestMs[k] = Number.isNaN(old) ? ms : Math.max(old, ms);
+    if (this.counts[k] === WINDOW) {
+      this.previousMs[k] = this.currentMs[k]!;
+      this.currentMs[k] = Number.NaN;
+      this.counts[k] = 0;
+    }
+    this.counts[k]!++;
+    this.currentMs[k] = longest(this.currentMs[k]!, ms);
     if (!this.announced) return;
     this.announced = false;
     this.announce(undefined);
   }
+}
+
+/** The larger of two times, either NaN when none */
+function longest(a: number, b: number): number {
+  return Number.isNaN(a) ? b : Number.isNaN(b) ? a : Math.max(a, b);
 }
 
 function sizeClass(tokens: number): number {
@@ -107,5 +131,28 @@ export function announcedForwardPass(
   const notice = new LongPassNotice((busyMs) => {
     for (const conn of connections) conn.send({ type: 'stats', id: 0, ...(busyMs !== undefined ? { busyMs } : {}) });
   });
-  return (pool) => new NoticedForwardPass(model, backend, pool, notice);
+  return (pool) => {
+    const probe = probePassMs(model, backend, pool.layout);
+    notice.after(probe.tokens, probe.ms);
+    return new NoticedForwardPass(model, backend, pool, notice);
+  };
+}
+
+/**
+ * Times one pass of PROBE_TOKENS synthetic tokens (fewer if the context is shorter) and the token drawn from it, over a
+ * pool of its own that no request ever sees. Cold (the weights' first touch), so the bound it gives is generous.
+ */
+export function probePassMs(model: ForwardModel, backend: Backend, layout: KvLayout): { tokens: number; ms: number } {
+  const { contextLength, vocabSize } = model.config;
+  const tokens = Math.max(1, Math.min(PROBE_TOKENS, contextLength - 1));
+  const pool = new PagePool(layout, pagesForTokens(layout, tokens + 1));
+  const prompt = Array.from({ length: tokens }, (_, i) => i % vocabSize);
+  const started = performance.now();
+  generate(new ForwardPass(model, backend, pool), prompt, {
+    maxTokens: 1,
+    sampling: GREEDY,
+    prefillChunkTokens: tokens,
+    isStopToken: () => false,
+  });
+  return { tokens, ms: performance.now() - started };
 }

@@ -18,7 +18,7 @@ after(async () => {
 });
 
 test('a prefill worker busy in one pass longer than the silence bound is not taken as gone', async () => {
-  // the first pass is one the worker cannot foresee; the second it foresees from the first
+  // the first pass is foreseen from the one the worker timed before it served, the second from the first
   for (const seed of [1, 2]) {
     const r = await post(
       cluster,

@@ -4,6 +4,8 @@
  * - `faults`: a transport whose transfers suffer per-tenant faults (fault-transport.ts);
  * - `promptPassBusyMs`: forward passes over prompt tokens that hold the thread that long (a big prompt, a big model);
  * - `freezeAfterFirstPromptPass`: the process stops itself (SIGSTOP) as its first pass over prompt tokens returns;
+ * - `freezeInFirstPromptPass`: the process stops itself inside its first pass over prompt tokens, once the pass has
+ *   been announced (or found too short to announce);
  * - `unprovenCapacity`: a capacity proof that proves nothing (the context is advertised whatever the pool holds), the
  *   2026 incident's first fault, so the tests can show what the rest of kvfence does about it.
  * This program is the only way either reaches a worker process.
@@ -22,6 +24,8 @@ export interface TestWorkerPlan {
   promptPassBusyMs?: number;
   /** the worker freezes (SIGSTOP) right after its first pass over a prompt chunk, before it sends anything else */
   freezeAfterFirstPromptPass?: boolean;
+  /** the worker freezes (SIGSTOP) inside its first pass over a prompt chunk (after the pass's announcement) */
+  freezeInFirstPromptPass?: boolean;
 }
 
 const plan = JSON.parse(process.argv[2] ?? '{}') as TestWorkerPlan;
@@ -46,6 +50,18 @@ if (plan.freezeAfterFirstPromptPass === true) {
       process.kill(process.pid, 'SIGSTOP');
     }
     return outputs;
+  };
+}
+if (plan.freezeInFirstPromptPass === true) {
+  const run = ForwardPass.prototype.run;
+  let frozen = false;
+  ForwardPass.prototype.run = function (this: ForwardPass, inputs) {
+    // a serving pass (the start-up probe's is a plain ForwardPass), called from NoticedForwardPass.run after `before`
+    if (!frozen && this instanceof NoticedForwardPass && inputs.some((input) => input.tokens.length > 1)) {
+      frozen = true;
+      process.kill(process.pid, 'SIGSTOP');
+    }
+    return run.call(this, inputs);
   };
 }
 runSupervisedWorker({
