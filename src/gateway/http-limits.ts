@@ -73,6 +73,17 @@ export function refusalLingerMs(limits: HttpLimits): number {
   return Math.min(LINGER_MS_MAX, Math.floor(Math.min(limits.headersTimeoutMs, limits.bodyTimeoutMs) / 2));
 }
 
+/** Connections a refusal is closing (lingerOnClose) */
+const closing = new WeakSet<Socket>();
+
+/**
+ * True once a refusal is closing `socket`'s connection: a request pipelined behind it must not run (node parses it and
+ * hands it on like any other, and its answer would be lost in the close).
+ */
+export function closesAfterRefusal(socket: Socket): boolean {
+  return closing.has(socket);
+}
+
 /**
  * Closes the connection of `request`, refused, in stages once the response is written (RFC 9112 §9.6), instead of
  * node's immediate close: first its write side, then the whole connection when the client closes its side or after
@@ -88,7 +99,8 @@ export function refusalLingerMs(limits: HttpLimits): number {
 export function lingerOnClose(request: IncomingMessage, lingerMs: number): void {
   const socket = request.socket;
   // a later refusal on the same connection (pipelined requests): the first one's linger stands
-  if (Object.hasOwn(socket, 'destroySoon')) return;
+  if (closing.has(socket)) return;
+  closing.add(socket);
   // a listener of its own keeps node from dumping the body once the response is written (it reads a body nobody
   // consumes, at any speed); pausing the request past the bound stops the socket's reads (backpressure)
   let dropped = 0;

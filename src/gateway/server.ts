@@ -29,7 +29,13 @@ import { ConnectionGuard } from './connection-guard.js';
 import { isDashboardRoute, registerDashboardRoutes } from './dashboard-routes.js';
 import { bodyTooLargeError, httpErrorOf } from './errors.js';
 import { registerHealthRoutes, type ServingState } from './health-routes.js';
-import { type HttpLimits, httpServerOptions, lingerOnClose, refusalLingerMs } from './http-limits.js';
+import {
+  closesAfterRefusal,
+  type HttpLimits,
+  httpServerOptions,
+  lingerOnClose,
+  refusalLingerMs,
+} from './http-limits.js';
 import { JsonBodyParser } from './json-body.js';
 import { GatewayMetrics, type RequestOutcome } from './metrics.js';
 import { type ParsedRequest, parseChatRequest, parseCompletionRequest } from './schemas.js';
@@ -120,7 +126,10 @@ export function buildGateway(options: GatewayOptions): Gateway {
   );
 
   // before the body is read (the content-type parser runs after onRequest): a stranger's upload is never parsed
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
+    // pipelined behind a refusal that closes the connection: never run, nothing written; the connection closes once
+    // the refusal is out
+    if (closesAfterRefusal(request.raw.socket)) return reply.hijack();
     const route = request.routeOptions.url;
     if (route === undefined) throw new KvfenceError('not_found', `no route ${request.method} ${request.url}`);
     // fastify ignores a GET's body and node reads it all to drop it, for up to the body timeout: on a route open to

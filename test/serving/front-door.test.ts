@@ -196,6 +196,28 @@ describe('authentication before the body', () => {
     await c.closed(HEADERS_MS);
     assert.equal(statusOf(c.received()), 200);
   });
+
+  test('requests pipelined behind a refusal that closes the connection are not run: one answer, no generation', async () => {
+    const requestsOf = async (tenant: string) => {
+      const text = await (
+        await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+      ).text();
+      const counted = text.split('\n').filter((line) => line.startsWith(`kvfence_requests_total{tenant="${tenant}"`));
+      return counted.reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
+    };
+    const body = JSON.stringify({ model: MODEL_ID, prompt: 'pipelined', max_tokens: 4 });
+    const completion = (authorization?: string) =>
+      postHead('/v1/completions', Buffer.byteLength(body), authorization) + body;
+    const before = await requestsOf('acme');
+    const c = await rawConnect(server.url);
+    // a stranger's request, then two of acme's on the same connection, in one write
+    c.socket.write(completion() + completion(acme) + completion(acme));
+    await c.closed(HEADERS_MS);
+    assert.equal(statusOf(c.received()), 401);
+    assert.equal(c.received().match(/^HTTP\/1\.1 /gm)?.length, 1, 'one answer: the refusal');
+    await new Promise((resolve) => setTimeout(resolve, 300)); // time for a request run anyway to be counted
+    assert.equal(await requestsOf('acme'), before, "acme's pipelined requests were not run");
+  });
 });
 
 describe('timeouts', () => {
