@@ -92,6 +92,7 @@ export class DecodeWorker {
 
   constructor(private readonly options: DecodeWorkerOptions) {
     options.runner.engine.admitOutside((tenant) => this.transferSlots(tenant));
+    options.runner.admitWhenSlotsFree(() => this.admit());
   }
 
   get provenContext(): number {

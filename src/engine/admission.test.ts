@@ -202,7 +202,7 @@ test('slotDonors: the tenant running most pauses for one running less, never bel
   assert.equal(slotDonors(b1, room(50, {}, 7, 7, { a: 4, b: 3 }), pausable({ a: 4, b: 3 })), undefined);
   // at 5 against 3 it does (4 ≥ 4); the waiter's own tenant never pauses for it
   assert.deepEqual(slotDonors(b1, room(50, {}, 8, 8, { a: 5, b: 3 }), pausable({ a: 5, b: 3 })), ['a']);
-  // n > 1 requests' choices do not pause: a runs 8 slots of which none can
+  // a runs 8 slots of which none can pause (an n > 1 request's choices before they fork)
   assert.equal(slotDonors(b1, room(50, {}, 8, 8, { a: 8 }), pausable({ a: 0 })), undefined);
   // b holds 90 of the 100 pages (a larger share than a's 7 of 8 slots would leave): admission would hand the slot
   // straight back to a's paused sequence, so nobody pauses

@@ -26,10 +26,28 @@ export class BatchRunner {
   private readonly sinks = new Map<string, GenerationSink>();
   private readonly loop: StepLoop<EngineEvent>;
   private closed = false;
+  /** an owner's admission, run when batch slots came back (slotsFreed) */
+  private admitter: (() => void) | undefined;
 
   constructor(private readonly options: BatchRunnerOptions) {
-    this.engine = options.engine;
-    this.loop = new StepLoop(this.engine, (events) => this.deliver(events), options.now);
+    const engine = options.engine;
+    this.engine = engine;
+    const steps = {
+      get hasWork() {
+        return engine.hasWork;
+      },
+      step: (nowMs: number) => this.slotsFreed(() => engine.step(nowMs)),
+    };
+    this.loop = new StepLoop(steps, (events) => this.deliver(events), options.now);
+  }
+
+  /**
+   * An owner that admits (a decode worker: Engine.admitFrom over its own queue) hears here when a step or an ended
+   * choice gave batch slots back: a choice of n that ends is not its request's ending, which the owner hears anyway,
+   * and the slot it frees would otherwise wait for some request to end (a paused choice behind it, queued requests).
+   */
+  admitWhenSlotsFree(admit: () => void): void {
+    this.admitter = admit;
   }
 
   /** Queues a request (see Engine.submit: throws with nothing reserved). */
@@ -67,7 +85,7 @@ export class BatchRunner {
 
   /** Answer `choice` of an n > 1 request stops (see Engine.endChoice); the request's ending comes with its last. */
   endChoice(requestId: string, choice: number): void {
-    if (this.sinks.has(requestId)) this.deliver(this.engine.endChoice(requestId, choice));
+    if (this.sinks.has(requestId)) this.deliver(this.slotsFreed(() => this.engine.endChoice(requestId, choice)));
   }
 
   pause(): void {
@@ -111,6 +129,15 @@ export class BatchRunner {
         }
       }
     }
+  }
+
+  /** Runs `change`; when it gave batch slots back, the owner admits next (a microtask: once its events are out). */
+  private slotsFreed(change: () => EngineEvent[]): EngineEvent[] {
+    const before = this.engine.runningSlots();
+    const events = change();
+    const admit = this.admitter;
+    if (admit !== undefined && this.engine.runningSlots() < before) queueMicrotask(admit);
+    return events;
   }
 
   /** Delivers to a request's sink; false (the request cancelled, its pages scrubbed and free) when the sink threw. */
