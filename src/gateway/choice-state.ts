@@ -7,7 +7,7 @@ import type { FinishReason, GeneratedToken } from '../engine/request.js';
 import type { Tokenizer } from '../model/tokenizer.js';
 import { ChatOutput } from './chat-output.js';
 import type { ParsedRequest } from './schemas.js';
-import { TextStream } from './text-stream.js';
+import { charCount, TextStream } from './text-stream.js';
 import type { ToolCallFormat } from './tool-calls.js';
 
 export class ChoiceState {
@@ -16,7 +16,7 @@ export class ChoiceState {
   readonly chat: ChatOutput | undefined;
   /** the tokens and text of a body answer */
   readonly tokens: GeneratedToken[] = [];
-  /** where each of `tokens` starts in the answer's text (completions' text_offset, before any echo) */
+  /** where each of `tokens` starts in the answer's text, in characters (charCount: completions' text_offset, before any echo) */
   readonly offsets: number[] = [];
   content = '';
   contentChars = 0;
@@ -31,7 +31,7 @@ export class ChoiceState {
     parsed: ParsedRequest,
     toolCallFormat: ToolCallFormat,
   ) {
-    this.text = new TextStream(tokenizer, parsed.stop);
+    this.text = new TextStream(tokenizer, parsed.stop, parsed.sampling.minTokens);
     const tools = parsed.tools;
     this.chat =
       parsed.endpoint === 'chat'
@@ -48,7 +48,7 @@ export class ChoiceState {
   }
 
   addContent(text: string, keep: boolean): void {
-    this.contentChars += text.length;
+    this.contentChars += charCount(text);
     if (keep) this.content += text;
   }
 }

@@ -28,6 +28,7 @@ import { promptTokens, type ServedModel } from './served-model.js';
 import { type StreamBounds, type StreamCut, StreamWriter } from './stream-writer.js';
 import type { TenantGate } from './tenant-gate.js';
 import type { TenantDirectory } from './tenants.js';
+import { charCount } from './text-stream.js';
 
 export interface GatewayContext {
   model: ServedModel;
@@ -64,6 +65,8 @@ export class CompletionRun {
   private readonly choices: ChoiceState[];
   /** completions with echo: the prompt's text, first in each answer */
   private echoText = '';
+  /** its length as text_offset counts (charCount) */
+  private echoChars = 0;
   private promptTokenCount = 0;
   private firstTokenSeen = false;
   /** set once the stream's headers are out */
@@ -141,18 +144,21 @@ export class CompletionRun {
     if (parsed.model !== ctx.model.id)
       throw new KvfenceError('model_not_found', `The model '${parsed.model}' does not exist`, 'model');
     const { prompt, maxTokens } = await this.promptAndMaxTokens();
-    // I2: what can never fit is rejected here, before any reservation.
+    // I2: what can never fit is rejected here, before any reservation. A default length of no tokens at all is n's
+    // doing, not the prompt's, when the prompt fits: checkChoicesFit names n then
     const tooLong = contextError(
       prompt.length,
-      maxTokens,
+      Math.max(1, maxTokens),
       ctx.context,
       parsed.endpoint === 'chat' ? 'messages' : 'prompt',
     );
     if (tooLong !== undefined) throw tooLong;
     checkChoicesFit(prompt.length, maxTokens, parsed.n, ctx);
     this.promptTokenCount = prompt.length;
-    if (parsed.echo)
+    if (parsed.echo) {
       this.echoText = parsed.prompt.kind === 'text' ? parsed.prompt.text : ctx.model.tokenizer.decode(prompt);
+      this.echoChars = charCount(this.echoText);
+    }
     if (parsed.sampling.minTokens > maxTokens)
       throw new KvfenceError('invalid_request_error', 'min_tokens must not exceed max_tokens', 'min_tokens');
     const greedy = parsed.temperature === 0;
@@ -332,7 +338,7 @@ export class CompletionRun {
                 ? format.completionLogprobs(
                     tokenizer,
                     out.tokens,
-                    out.offsets.map((at) => this.echoText.length + at),
+                    out.offsets.map((at) => this.echoChars + at),
                     topLogprobs > 0,
                   )
                 : null,
@@ -386,7 +392,7 @@ export class CompletionRun {
     if (by === undefined && text === '') return;
     this.startStream();
     const lp = withLogprobs
-      ? format.completionLogprobs(tokenizer, [by.token], [this.echoText.length + by.offset], topLogprobs > 0)
+      ? format.completionLogprobs(tokenizer, [by.token], [this.echoChars + by.offset], topLogprobs > 0)
       : null;
     this.sse(format.textCompletion(this.head, [{ text, finish: null, logprobs: lp }], undefined, out.index));
   }

@@ -71,10 +71,11 @@ export function completionLogprobs(
     out.token_logprobs.push(token.logprob);
     out.text_offset.push(offsets[i]!);
     if (out.top_logprobs !== null) {
-      const top: Record<string, number> = {};
+      // no prototype: a token spelled `toString` or `__proto__` is a key like any other
+      const top: Record<string, number> = Object.create(null);
       for (const t of token.top) {
         const key = tokenPiece(tokenizer, t.id).text;
-        if (!(key in top)) top[key] = t.logprob;
+        if (!Object.hasOwn(top, key)) top[key] = t.logprob;
       }
       out.top_logprobs.push(top);
     }

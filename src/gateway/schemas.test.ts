@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { KvfenceError } from '../util/errors.js';
-import { parseCompletionRequest } from './schemas.js';
+import { parseChatRequest, parseCompletionRequest } from './schemas.js';
 
 const prompt = (value: unknown) => parseCompletionRequest({ model: 'm', prompt: value }, 512).prompt;
 
@@ -39,4 +39,19 @@ test('stream_options.include_usage and user are checked for their type, not read
   refused({ stream: true, stream_options: { include_usage: 'yes' } }, 'stream_options.include_usage');
   assert.equal(parse({ user: 'end-user-7' }).prompt.kind, 'text');
   refused({ user: 42 }, 'user');
+});
+
+test('max_tokens past the bound names the bound (it was "must be a positive integer", which it is)', () => {
+  const messages = [{ role: 'user', content: 'hi' }];
+  const requests: [string, () => unknown][] = [
+    ['max_tokens', () => parseCompletionRequest({ model: 'm', prompt: 'hi', max_tokens: 2_000_000 }, 512)],
+    ['max_tokens', () => parseChatRequest({ model: 'm', messages, max_tokens: 2_000_000 }, 512)],
+    ['max_completion_tokens', () => parseChatRequest({ model: 'm', messages, max_completion_tokens: 2_000_000 }, 512)],
+  ];
+  for (const [field, parse] of requests)
+    assert.throws(
+      parse,
+      (e: unknown) =>
+        e instanceof KvfenceError && e.param === field && /must be an integer from 1 to 1048576/.test(e.message),
+    );
 });

@@ -97,13 +97,8 @@ export function parseChatRequest(raw: unknown, vocabSize: number): ParsedRequest
     optional(body, 'top_logprobs', isInt(0, LIMITS.topLogprobsMax), `an integer from 0 to ${LIMITS.topLogprobsMax}`) ??
     0;
   if (topLogprobs > 0 && !logprobs) throw bad('top_logprobs requires logprobs: true', 'top_logprobs');
-  const maxTokens = optional(body, 'max_tokens', isInt(1, LIMITS.generateTokensMax), 'a positive integer');
-  const maxCompletionTokens = optional(
-    body,
-    'max_completion_tokens',
-    isInt(1, LIMITS.generateTokensMax),
-    'a positive integer',
-  );
+  const maxTokens = optional(body, 'max_tokens', isInt(1, LIMITS.generateTokensMax), TOKEN_COUNT);
+  const maxCompletionTokens = optional(body, 'max_completion_tokens', isInt(1, LIMITS.generateTokensMax), TOKEN_COUNT);
   return {
     endpoint: 'chat',
     ...common(body, vocabSize, forced ?? format),
@@ -134,7 +129,7 @@ export function parseCompletionRequest(raw: unknown, vocabSize: number): ParsedR
     ...common(body, vocabSize, parseResponseFormat(body['response_format'])),
     prompt: parsePrompt(body['prompt']),
     // OpenAI's legacy default
-    maxTokens: optional(body, 'max_tokens', isInt(1, LIMITS.generateTokensMax), 'a positive integer') ?? 16,
+    maxTokens: optional(body, 'max_tokens', isInt(1, LIMITS.generateTokensMax), TOKEN_COUNT) ?? 16,
     logprobs: logprobs !== undefined,
     topLogprobs: logprobs ?? 0,
     tools: undefined,
@@ -321,6 +316,9 @@ function asBody(raw: unknown, fields: readonly string[]): Body {
     if (!fields.includes(key)) throw bad(`Unrecognized request argument supplied: ${key}`, key);
   return raw;
 }
+
+/** What max_tokens and max_completion_tokens must be (one over the bound is no "positive integer" error) */
+const TOKEN_COUNT = `an integer from 1 to ${LIMITS.generateTokensMax}`;
 
 function optional<T>(body: Body, field: string, is: (v: unknown) => v is T, what: string): T | undefined {
   const v = body[field];

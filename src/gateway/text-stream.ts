@@ -16,21 +16,27 @@ export class TextStream {
   private readonly decoder = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is generated text
   private held = '';
   private done = false;
+  private tokens = 0;
+  /** the held text's first `floor` UTF-16 units came before `minTokens`: a stop sequence must end past them */
+  private floor = 0;
 
   constructor(
     private readonly tokenizer: Tokenizer,
     private readonly stops: readonly string[],
+    /** stop sequences match only from the answer's minTokens-th token on (vLLM's min_tokens), ending there or later */
+    private readonly minTokens = 0,
   ) {}
 
   push(tokenId: number): TextStep {
     if (this.done) return { text: '', stopped: true };
     this.held += this.decoder.decode(this.tokenizer.decodeBytes([tokenId]), { stream: true });
+    if (++this.tokens < this.minTokens) this.floor = this.held.length;
     return this.release();
   }
 
-  /** Characters decoded and held back (a possible start of a stop sequence), not yet released. */
+  /** Characters (code points: charCount) decoded and held back (a possible start of a stop sequence), not released. */
   get heldChars(): number {
-    return this.held.length;
+    return charCount(this.held);
   }
 
   /** The end of generation: whatever is held is final text. */
@@ -47,7 +53,7 @@ export class TextStream {
   private release(): TextStep {
     let first = -1;
     for (const stop of this.stops) {
-      const at = this.held.indexOf(stop);
+      const at = this.held.indexOf(stop, Math.max(0, this.floor - stop.length + 1));
       if (at >= 0 && (first < 0 || at < first)) first = at;
     }
     if (first >= 0) {
@@ -59,6 +65,7 @@ export class TextStream {
     const keep = this.heldBackLength();
     const text = this.held.slice(0, this.held.length - keep);
     this.held = this.held.slice(this.held.length - keep);
+    this.floor = Math.max(0, this.floor - text.length);
     return { text, stopped: false };
   }
 
@@ -81,4 +88,23 @@ export class TextStream {
 export function tokenPiece(tokenizer: Tokenizer, id: number): { text: string; bytes: number[] } {
   const bytes = tokenizer.decodeBytes([id]);
   return { text: new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes), bytes: Array.from(bytes) };
+}
+
+/**
+ * Characters as text_offset counts them: code points, as OpenAI's and vLLM's Python strings do, so that a client's
+ * `text[offset:]` starts at the token; a character past U+FFFF is one, not JavaScript's two UTF-16 units.
+ */
+export function charCount(text: string): number {
+  let pairs = 0;
+  for (let i = 0; i + 1 < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        pairs++;
+        i++;
+      }
+    }
+  }
+  return text.length - pairs;
 }

@@ -335,6 +335,15 @@ describe('errors: OpenAI shape, right status and code', () => {
       'invalid_request_error',
     );
     assert.equal(e.param, 'n');
+    // without max_tokens, 64 answers leave each no page of its own: n's doing, said so (it was a context error
+    // naming the messages, "you requested 17 tokens" of 256)
+    const many = await expectApiError(
+      () => client.chat.completions.create({ model: MODEL_ID, messages, n: 64 }),
+      400,
+      'context_length_exceeded',
+    );
+    assert.equal(many.param, 'n');
+    assert.match(many.message, /lower n or max_tokens/);
     await expectApiError(
       () => client.chat.completions.create({ model: MODEL_ID, messages, temperature: 3 }),
       400,
