@@ -206,3 +206,34 @@ test('I7: every option, greedy and sampled, alone and all in one batch: bit-iden
     assert.deepEqual(together.get(r.id), alone, r.id);
   }
 });
+
+test('logits a broken model file makes NaN fail that request with a clear error; the engine runs on', () => {
+  // a file whose weights or settings overflow f32 computes NaN: sampling asserted (stopping a server's engine thread)
+  // and greedy decoding quietly took token 0
+  const broken = new Set(['greedy', 'sampled', 'penalised']);
+  const forward = forwardFor(model, 64, 16);
+  const run = forward.run.bind(forward);
+  forward.run = (inputs) =>
+    run(inputs).map((out, i) => {
+      if (out.ok && broken.has(inputs[i]!.table.owner.request)) out.logits.fill(Number.NaN, 0, 7);
+      return out;
+    });
+  const engine = new Engine(config(), forward);
+  const sampled = { temperature: 0.8, seed: 5 };
+  for (const r of [
+    request('greedy', {}),
+    request('sampled', sampled),
+    request('penalised', { ...sampled, presencePenalty: 0.5 }),
+    request('fine', {}),
+  ])
+    engine.submit(r, 0);
+  const outcomes = runToEnd(engine);
+  for (const id of broken) {
+    const end = outcomes.get(id)?.end;
+    assert.ok(end?.kind === 'end' && end.end.kind === 'failed', `${id} failed`);
+    assert.equal(end.end.error.code, 'internal_error');
+    assert.match(end.end.error.message, /computed a logit of NaN \(token 0\)/);
+  }
+  assert.equal(outcomes.get('fine')?.tokens.length, MAX);
+  assert.equal(forward.pool.checkConservation().free, 64);
+});

@@ -10,7 +10,7 @@ import { newPageTable } from '../kv/page-table.js';
 import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
-import { logSoftmax, Sampler, type SamplingParams } from './sampler.js';
+import { logSoftmax, Sampler, type SamplingParams, unsampleable } from './sampler.js';
 
 export interface GenerateOptions {
   maxTokens: number;
@@ -72,6 +72,8 @@ export function generate(forward: ForwardPass, prompt: readonly number[], option
     let finishReason: GenerateResult['finishReason'] = 'length';
     while (tokens.length < maxTokens) {
       assert(logits !== undefined, 'logits after prefill');
+      const error = unsampleable(logits);
+      if (error !== undefined) throw error;
       const id = sampler.sample(logits);
       if (options.isStopToken(id)) {
         finishReason = 'stop';

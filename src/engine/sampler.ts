@@ -9,6 +9,7 @@
  * (grammar masks, min_tokens, ignore_eos) arrive as -Infinity logits and are never drawn.
  */
 import { assert } from '../util/assert.js';
+import { KvfenceError } from '../util/errors.js';
 import { SeededRandom } from '../util/random.js';
 import { selectTopK, selectTopMass } from './select.js';
 
@@ -60,6 +61,25 @@ export function argmax(logits: Float32Array): number {
   let best = 0;
   for (let i = 1; i < logits.length; i++) if (logits[i]! > logits[best]!) best = i;
   return best;
+}
+
+/**
+ * Why these logits cannot be sampled from, if they cannot: a NaN or +Infinity (a model file whose weights or settings
+ * overflow f32: the sampler's weights would be NaN, and greedy decoding would quietly take token 0), or every token
+ * forbidden. A request meeting them fails with this; the sampler itself asserts they never reach it.
+ */
+export function unsampleable(logits: Float32Array): KvfenceError | undefined {
+  let drawable = false;
+  for (let i = 0; i < logits.length; i++) {
+    const l = logits[i]!;
+    if (Number.isNaN(l) || l === Number.POSITIVE_INFINITY)
+      return new KvfenceError(
+        'internal_error',
+        `the model computed a logit of ${l} (token ${i}): its weights or settings overflow f32, so no token can be drawn`,
+      );
+    if (l !== Number.NEGATIVE_INFINITY) drawable = true;
+  }
+  return drawable ? undefined : new KvfenceError('internal_error', 'every token of the vocabulary is forbidden here');
 }
 
 /** Work arrays of one vocabulary's size, reused by every sequence of an engine (steps run one at a time). */

@@ -15,7 +15,7 @@ import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { applyLogitProcessing, hasLogitProcessing } from './logits-processors.js';
 import type { GenerationRequest } from './request.js';
-import { Sampler, type SamplingScratch } from './sampler.js';
+import { Sampler, type SamplingScratch, unsampleable } from './sampler.js';
 
 /** What samplers need from the model, built once per worker. */
 export interface SamplingEnv {
@@ -76,7 +76,7 @@ export class SequenceSampler {
     const p = this.request.sampling;
     const holdStops = this.generated < (p.minTokens ?? 0);
     if (!this.processing && this.matcher === undefined && !holdStops && p.ignoreEos !== true)
-      return this.record(this.sampler.sample(logits, scratch));
+      return this.drawFrom(logits, scratch);
     const x = scratch.logits;
     x.set(logits);
     applyLogitProcessing(x, p, { prompt: this.prompt, output: this.output });
@@ -95,7 +95,13 @@ export class SequenceSampler {
         ),
       };
     }
-    return this.record(this.sampler.sample(x, scratch));
+    return this.drawFrom(x, scratch);
+  }
+
+  /** The draw, or the request's failure when nothing can be drawn (a NaN from a broken model file, all forbidden). */
+  private drawFrom(logits: Float32Array, scratch: SamplingScratch): TokenChoice {
+    const error = unsampleable(logits);
+    return error !== undefined ? { kind: 'failed', error } : this.record(this.sampler.sample(logits, scratch));
   }
 
   /** Takes a token drawn elsewhere by a copy of this sampler (the prefill worker's), checking it could be drawn here. */

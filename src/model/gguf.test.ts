@@ -287,3 +287,28 @@ test('a metadata key of the wrong type is refused, naming the key and both types
   writeFileSync(path, bytes);
   expectBad(path, /metadata general\.alignment has type string, expected a number type/);
 });
+
+test('a norm vector holding NaN or infinity, and RoPE factors of 0 or below, are refused at load, naming the tensor', () => {
+  // they loaded, and every logit came out NaN: greedy decoding answered token 0 as a success
+  const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3, llama3Rope: true });
+  const cases: [string, number, RegExp][] = [
+    ['output_norm.weight', Number.NaN, /tensor output_norm\.weight holds NaN at 5, expected finite values/],
+    ['blk.0.attn_norm.weight', Number.POSITIVE_INFINITY, /blk\.0\.attn_norm\.weight holds Infinity at 5/],
+    ['rope_freqs.weight', 0, /tensor rope_freqs\.weight holds 0 at 5, expected values above 0/],
+    ['rope_freqs.weight', -1, /rope_freqs\.weight holds -1 at 5/],
+  ];
+  for (const [name, value, pattern] of cases) {
+    const tensors = model.tensors.map((t) => {
+      if (t.name !== name) return t;
+      const data = Float32Array.from(t.data as Float32Array);
+      data[5] = value;
+      return { ...t, data };
+    });
+    const path = sampleFile('bad-vector.gguf', model.metadata, tensors);
+    assert.throws(
+      () => loadModel(path),
+      (e: unknown) => e instanceof KvfenceError && e.code === 'invalid_model_file' && pattern.test(e.message),
+      `${name} = ${value}`,
+    );
+  }
+});

@@ -22,7 +22,9 @@ test('config values that ran as garbage or crashed the native backend are refuse
     ['qwen2', { 'rope.dimension_count': i32(-2) }, /rope dimension -2 is not an even count from 0 to .* 16/],
     ['qwen2', { 'rope.dimension_count': i32(3) }, /rope dimension 3 /],
     ['qwen2', { 'rope.dimension_count': i32(18) }, /rope dimension 18 /],
-    ['qwen2', { 'attention.layer_norm_rms_epsilon': f32(Infinity) }, /normEps .* is Infinity, expected a finite/],
+    ['qwen2', { 'attention.layer_norm_rms_epsilon': f32(Infinity) }, /normEps .* is Infinity, expected a number/],
+    // finite as a double, not as the kernels' f32: every logit came out 0
+    ['qwen2', { 'attention.layer_norm_rms_epsilon': { type: 'f64', value: 1e300 } }, /normEps .* is 1e\+300, .*f32/],
     ['qwen2', { 'rope.freq_base': f32(Infinity) }, /ropeTheta \(rope\.freq_base\) is Infinity/],
     ['qwen2', { 'rope.scaling.attn_factor': f32(Infinity) }, /ropeAttnFactor .* is Infinity/],
     ['qwen2', { 'rope.scaling.factor': f32(1e-45) }, /ropeFreqScale \(1 \/ rope\.scaling\.factor\) is Infinity/],

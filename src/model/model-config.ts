@@ -182,7 +182,8 @@ function validate(c: ModelConfig, path: string): void {
   for (const [name, value] of Object.entries(positive)) {
     if (!Number.isInteger(value) || value < 1) throw fail(`${name} is ${value}, expected a positive integer`);
   }
-  // every float, read or derived, finite and above 0: an Infinity here ran and answered garbage tokens as a success
+  // every float, read or derived, finite as f32 (the kernels' type) and above 0: an Infinity here ran and answered
+  // garbage tokens as a success
   const positiveFloats = {
     'normEps (attention.layer_norm_rms_epsilon)': c.normEps,
     'ropeTheta (rope.freq_base)': c.ropeTheta,
@@ -193,7 +194,8 @@ function validate(c: ModelConfig, path: string): void {
     attentionScale: c.attentionScale,
   };
   for (const [name, value] of Object.entries(positiveFloats)) {
-    if (!Number.isFinite(value) || value <= 0) throw fail(`${name} is ${value}, expected a finite number above 0`);
+    if (!Number.isFinite(Math.fround(value)) || value <= 0)
+      throw fail(`${name} is ${value}, expected a number above 0 that f32 holds`);
   }
   // 0 turns the cap off
   if (!Number.isFinite(c.finalLogitSoftcap) || c.finalLogitSoftcap < 0) {

@@ -253,4 +253,22 @@ describe('tokenizerFromGguf errors', () => {
     assert.throws(() => tok.decode([tok.vocabSize]), KvfenceError);
     assert.throws(() => tok.tokenText(-1), KvfenceError);
   });
+
+  it('spells a character outside the byte-level table as llama.cpp does; a token that would render to GBs is refused', () => {
+    /** the vocabulary with one more, normal token: `text` */
+    const withToken = (text: string) => {
+      const meta = vocab('gpt2');
+      const tokens = [...metaStringArray(meta, 'tokenizer.ggml.tokens')!, text];
+      const types = [...metaNumberArray(meta, 'tokenizer.ggml.token_type')!, TOKEN_TYPE.normal];
+      meta.set('tokenizer.ggml.tokens', { type: 'array', itemType: 'string', value: tokens });
+      meta.set('tokenizer.ggml.token_type', { type: 'array', itemType: 'i32', value: types });
+      return meta;
+    };
+    // llama_decode_text: each such character as [UNK_BYTE_0x<its UTF-8> followed by the whole token's text]
+    assert.equal(tokenizerFromGguf(withToken('a中b')).decode([1024]), 'a[UNK_BYTE_0xe4b8ada中b]b');
+    // 8,000 of them: ~190 MB for this one token, built at load (4-12 s, then a RangeError at 8,000); refused at once
+    const started = performance.now();
+    expectInvalid(withToken('中'.repeat(8000)), 'invalid_model_file', "token 1024's text renders the vocabulary past");
+    assert.ok(performance.now() - started < 2_000, `refused after ${(performance.now() - started).toFixed(0)} ms`);
+  });
 });

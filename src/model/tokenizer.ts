@@ -11,6 +11,7 @@
  * Hugging Face implementations in corner cases, and matching llama.cpp id for id is the requirement.
  */
 import { KvfenceError } from '../util/errors.js';
+import { LIMITS } from '../util/limits.js';
 import { type GgufMetadata, metaBool, metaString } from './gguf-types.js';
 import { initialSymbols, mergeSymbols } from './merge-queue.js';
 import {
@@ -152,13 +153,21 @@ class GgufTokenizer implements Tokenizer {
       .filter((id) => vocab.attrs[id] & specialMask)
       .sort((a, b) => vocab.texts[b].length - vocab.texts[a].length || a - b);
     this.rstripIds = rstripIdsOf(meta, vocab, this.specialIds);
-    const all: number[] = [];
+    const pieces: Uint8Array[] = [];
     this.pieceOffsets = new Uint32Array(count + 1);
+    let room = LIMITS.tokenizerPieceBytesMax;
     for (let id = 0; id < count; id++) {
-      for (const b of this.renderPiece(id)) all.push(b);
-      this.pieceOffsets[id + 1] = all.length;
+      const piece = this.renderPiece(id, room);
+      if (piece === undefined)
+        throw invalid(
+          `token ${id}'s text renders the vocabulary past ${LIMITS.tokenizerPieceBytesMax} bytes ` +
+            '(LIMITS.tokenizerPieceBytesMax: each character outside the byte-level table is spelled with the whole token)',
+        );
+      pieces.push(piece);
+      room -= piece.length;
+      this.pieceOffsets[id + 1] = this.pieceOffsets[id]! + piece.length;
     }
-    this.pieceBytes = Uint8Array.from(all);
+    this.pieceBytes = concatBytes(pieces, this.pieceOffsets[count]!);
     // a byte-level BPE token's text has one character per byte it stands for, a SentencePiece piece one per character
     // (▁ for a space), a special token its own text, a byte token (<0xXX>) more than the one byte: all upper bounds.
     // A BPE vocabulary without a token for every byte drops the bytes it cannot spell (as llama.cpp does): no bound.
@@ -234,17 +243,18 @@ class GgufTokenizer implements Tokenizer {
     return this.pieceBytes.subarray(this.pieceOffsets[id], this.pieceOffsets[id + 1]);
   }
 
-  /** llama.cpp's token_to_piece with special = true. */
-  private renderPiece(id: number): Uint8Array {
+  /** llama.cpp's token_to_piece with special = true; undefined when longer than `room` bytes. */
+  private renderPiece(id: number, room: number): Uint8Array | undefined {
     const attr = this.vocab.attrs[id];
     const text = this.vocab.texts[id];
-    if (attr & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) return UTF8_ENCODER.encode(text);
-    if (attr & ATTR_NORMAL) {
-      if (this.model === 'llama') return UTF8_ENCODER.encode(text.replaceAll(SPM_SPACE, ' '));
-      return byteLevelDecode(text);
-    }
-    if (attr & ATTR_BYTE) return Uint8Array.of(Number.parseInt(text.slice(3, 5), 16) || 0);
-    return new Uint8Array(0); // unused and undefined tokens render as nothing
+    let piece: Uint8Array | undefined;
+    if (attr & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) piece = UTF8_ENCODER.encode(text);
+    else if (attr & ATTR_NORMAL)
+      piece =
+        this.model === 'llama' ? UTF8_ENCODER.encode(text.replaceAll(SPM_SPACE, ' ')) : byteLevelDecode(text, room);
+    else if (attr & ATTR_BYTE) piece = Uint8Array.of(Number.parseInt(text.slice(3, 5), 16) || 0);
+    else piece = new Uint8Array(0); // unused and undefined tokens render as nothing
+    return piece !== undefined && piece.length <= room ? piece : undefined;
   }
 
   /** Cuts special tokens out of the text, longest token first, as llama.cpp's tokenizer_st_partition does. */
@@ -371,19 +381,52 @@ function rstripIdsOf(meta: GgufMetadata, vocab: Vocabulary, specialIds: readonly
   return ids;
 }
 
-/** llama_decode_text: byte-level characters back to bytes; characters outside the table are spelled out. */
-function byteLevelDecode(text: string): Uint8Array {
-  const bytes: number[] = [];
+/**
+ * llama_decode_text: byte-level characters back to bytes; characters outside the table are spelled out, each with the
+ * whole token's text (llama.cpp's quirk). Undefined when that makes more than `room` bytes, found before they are made.
+ */
+function byteLevelDecode(text: string, room: number): Uint8Array | undefined {
+  const whole = UTF8_ENCODER.encode(text);
+  const spellings: Uint8Array[] = [];
+  let length = 0;
+  for (const ch of text) {
+    if (byteOfChar(ch) !== undefined) {
+      length += 1;
+    } else {
+      const hex = Array.from(UTF8_ENCODER.encode(ch), (x) => x.toString(16).padStart(2, '0')).join('');
+      const spelling = UTF8_ENCODER.encode(`[UNK_BYTE_0x${hex}`);
+      spellings.push(spelling);
+      length += spelling.length + whole.length + 1;
+    }
+    if (length > room) return undefined;
+  }
+  const out = new Uint8Array(length);
+  let at = 0;
+  let next = 0;
   for (const ch of text) {
     const b = byteOfChar(ch);
     if (b !== undefined) {
-      bytes.push(b);
+      out[at++] = b;
       continue;
     }
-    const hex = Array.from(UTF8_ENCODER.encode(ch), (x) => x.toString(16).padStart(2, '0')).join('');
-    bytes.push(...UTF8_ENCODER.encode(`[UNK_BYTE_0x${hex}${text}]`));
+    const spelling = spellings[next++]!;
+    out.set(spelling, at);
+    out.set(whole, at + spelling.length);
+    at += spelling.length + whole.length;
+    out[at++] = 0x5d; // ]
   }
-  return Uint8Array.from(bytes);
+  return out;
+}
+
+/** `pieces` one after the other in one array of `length` bytes (their total). */
+function concatBytes(pieces: readonly Uint8Array[], length: number): Uint8Array {
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const piece of pieces) {
+    out.set(piece, at);
+    at += piece.length;
+  }
+  return out;
 }
 
 /**

@@ -67,12 +67,24 @@ export function bindWeights(config: ModelConfig, fileTensors: Map<string, GgufTe
     const t = get(name);
     if (t.dims.length !== 1 || t.dims[0] !== length)
       throw fail(`tensor ${name} has shape [${t.dims}], expected [${length}]`);
-    if (t.dtype === 'f32') return t.data as Float32Array;
-    const out = new Float32Array(length);
-    decodeWeights(t.data, t.dtype, 0, length, out);
+    let out = t.data as Float32Array;
+    if (t.dtype !== 'f32') {
+      out = new Float32Array(length);
+      decodeWeights(t.data, t.dtype, 0, length, out);
+    }
+    // a vector (a norm, a bias, RoPE factors) scales every value through it: a NaN or infinity here made NaN logits
+    const bad = out.findIndex((v) => !Number.isFinite(v));
+    if (bad >= 0) throw fail(`tensor ${name} holds ${out[bad]} at ${bad}, expected finite values`);
     return out;
   };
   const optionalVector = (name: string, length: number) => (tensors.has(name) ? vector(name, length) : undefined);
+  /** RoPE's frequency factors divide the frequencies: one of 0 or below is no rotation llama.cpp could mean */
+  const positiveVector = (name: string, length: number): Float32Array => {
+    const out = vector(name, length);
+    const bad = out.findIndex((v) => !(v > 0));
+    if (bad >= 0) throw fail(`tensor ${name} holds ${out[bad]} at ${bad}, expected values above 0`);
+    return out;
+  };
 
   const { dim, headDim, ffnDim, vocabSize } = config;
   const qDim = config.headCount * headDim;
@@ -108,6 +120,6 @@ export function bindWeights(config: ModelConfig, fileTensors: Map<string, GgufTe
     layers,
     outputNorm: vector('output_norm.weight', dim),
     output: tensors.has('output.weight') ? matrix('output.weight', dim, vocabSize) : tokenEmbedding,
-    ropeFactors: ropeFactors === undefined ? undefined : vector(ropeFactors, config.ropeDim / 2),
+    ropeFactors: ropeFactors === undefined ? undefined : positiveVector(ropeFactors, config.ropeDim / 2),
   };
 }

@@ -21,6 +21,12 @@ export const LIMITS = {
   ggufAlignmentMax: 1 << 20,
   // models
   vocabSizeMax: 1 << 20,
+  /**
+   * bytes of every token's rendered text together (the tokenizer builds them at load). A real vocabulary renders to a
+   * few MB; llama.cpp spells each character outside the byte-level table with the whole token's text, so one token of
+   * n such characters renders to ~3n² bytes: a 21 KB token in a 700 KB file asked for gigabytes
+   */
+  tokenizerPieceBytesMax: 64 * 1024 * 1024,
   /** the native kernels keep a head's accumulators on the stack: kHeadDimMax in native/src/kernels.h */
   headDimMax: 1024,
   layerCountMax: 512,
@@ -35,7 +41,7 @@ export const LIMITS = {
   runningSequencesMax: 4096,
   waitingRequestsMax: 1 << 16,
   queueTimeoutMsMax: 3_600_000,
-  /** the longest forward pass a worker announces to its gateways (cluster/long-pass.ts): one it cannot foresee */
+  /** the longest forward pass a worker announces to its gateways (cluster/long-pass.ts) */
   workerBusyMsMax: 3_600_000,
   stepTokensMax: 1 << 20,
   promptStepMsMax: 60_000,
