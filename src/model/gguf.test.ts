@@ -112,6 +112,8 @@ function expectBad(path: string, pattern: RegExp, load: (path: string) => unknow
   assert.equal(r.stderr.trim().split('\n').length, 1, `one line: ${r.stderr}`);
   assert.match(r.stderr, pattern);
   assert.doesNotMatch(r.stderr, /\bat .*\.js:\d+/);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: no control character reaches the terminal
+  assert.doesNotMatch(r.stderr.trimEnd(), /[\u0000-\u001f]/);
 }
 
 test('bad files give one clear line and exit 1, never a stack trace', () => {
@@ -137,6 +139,10 @@ test('an unknown architecture, an unsupported weight type (IQ2_XXS) and a row of
   const meta = new Map(model.metadata);
   meta.set('general.architecture', { type: 'string', value: 'mamba' });
   expectBad(sampleFile('arch.gguf', meta), /architecture "mamba" is not supported/, loadModel);
+  // a file's strings are quoted in the refusal: the message holds a newline or a terminal escape as the file has it,
+  // and the command line writes it escaped, on one line
+  meta.set('general.architecture', { type: 'string', value: 'mamba\nkvfence: serving model "ok"\u001b[31m' });
+  expectBad(sampleFile('arch-lines.gguf', meta), /architecture "mamba(\n|\\u000a)kvfence: serving model/, loadModel);
 
   const path = sampleFile('type.gguf');
   const bytes = readFileSync(path);
@@ -309,6 +315,39 @@ test('a norm vector holding NaN or infinity, and RoPE factors of 0 or below, are
       () => loadModel(path),
       (e: unknown) => e instanceof KvfenceError && e.code === 'invalid_model_file' && pattern.test(e.message),
       `${name} = ${value}`,
+    );
+  }
+});
+
+test('a tensor missing or of the wrong shape is refused from the header, before any weight memory or read', () => {
+  const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3 });
+  const down = 'blk.0.ffn_down.weight';
+  const cases: [string, (t: GgufTensor) => GgufTensor | undefined, RegExp][] = [
+    ['missing', (t) => (t.name === down ? undefined : t), /tensor blk\.0\.ffn_down\.weight is missing/],
+    [
+      'shape',
+      (t) => (t.name === down ? { ...t, dims: [t.dims[1]!, t.dims[0]!] } : t),
+      /tensor blk\.0\.ffn_down\.weight has shape \[\d+,\d+\], expected/,
+    ],
+  ];
+  for (const [name, change, pattern] of cases) {
+    const tensors = model.tensors.map(change).filter((t) => t !== undefined);
+    // beside them one 1 TiB tensor in a sparse file: allocating (or reading) it first failed with a RangeError, or
+    // read it all before the refusal
+    tensors.push({ name: 'huge.weight', dtype: 'f32', dims: [8, 1], data: new Float32Array(8) });
+    const path = sampleFile(`table-${name}.gguf`, model.metadata, tensors);
+    const bytes = readFileSync(path);
+    const dimsAt = bytes.lastIndexOf(Buffer.from('huge.weight')) + 'huge.weight'.length + 4;
+    bytes.writeBigUInt64LE(BigInt(2 ** 18), dimsAt);
+    bytes.writeBigUInt64LE(BigInt(2 ** 20), dimsAt + 8);
+    writeFileSync(path, bytes);
+    const fd = openSync(path, 'r+');
+    ftruncateSync(fd, bytes.length + 2 ** 40);
+    closeSync(fd);
+    assert.throws(
+      () => loadModel(path),
+      (e: unknown) => e instanceof KvfenceError && e.code === 'invalid_model_file' && pattern.test(e.message),
+      name,
     );
   }
 });

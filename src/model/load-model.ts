@@ -5,7 +5,7 @@ import { readGguf, readGgufHeader } from './gguf-read.js';
 import { type GgufMetadata, metaString } from './gguf-types.js';
 import { type ModelConfig, modelConfigFromGguf } from './model-config.js';
 import { type Tokenizer, tokenizerFromGguf } from './tokenizer.js';
-import { bindWeights, type ModelWeights } from './weights.js';
+import { bindWeights, checkTensorTable, type ModelWeights } from './weights.js';
 
 /** What a gateway needs of a model: no weights. */
 export interface ModelHead {
@@ -67,10 +67,12 @@ export function loadModel(path: string): LoadedModel {
       hugePageBytes = arena.hugePageBytes;
       return arena.buffer;
     },
-    // before the weights: a file refused for its architecture, config or tokenizer is refused for that, at once,
-    // not after reading gigabytes of weights (or failing to allocate them)
+    // before the weights: a file refused for its architecture, config, tokenizer or tensor table (a tensor missing or
+    // of the wrong shape) is refused for that, at once, not after reading gigabytes of weights (or failing to
+    // allocate them)
     (header) => {
       head = configAndTokenizer(header.metadata, path);
+      checkTensorTable(head.config, header.tensors, path);
     },
   );
   const { config, tokenizer } = head!;

@@ -5,7 +5,7 @@
  */
 import { KvfenceError } from '../util/errors.js';
 import { ropeFactorTensorName, splitFusedTensors } from './arch-weights.js';
-import type { GgufTensor, TensorData, WeightDType } from './gguf-types.js';
+import { type GgufTensor, isQuantized, type TensorData, type WeightDType } from './gguf-types.js';
 import type { ModelConfig } from './model-config.js';
 import { decodeWeights } from './quant.js';
 
@@ -49,6 +49,26 @@ export interface ModelWeights {
 }
 
 export function bindWeights(config: ModelConfig, fileTensors: Map<string, GgufTensor>, path: string): ModelWeights {
+  return bind(config, fileTensors, path, true);
+}
+
+/**
+ * bindWeights' checks of names, shapes and fused splits on the header's tensor table, before any weight memory is set
+ * aside or any weight read: a file missing a tensor, or with one of the wrong shape, is refused at once, not after
+ * reading gigabytes. (The values' own checks, finite vectors, come with the weights.)
+ */
+export function checkTensorTable(
+  config: ModelConfig,
+  table: readonly Pick<GgufTensor, 'name' | 'dtype' | 'dims'>[],
+  path: string,
+): void {
+  const empty = (dtype: WeightDType): TensorData =>
+    dtype === 'f32' ? new Float32Array(0) : isQuantized(dtype) ? new Uint8Array(0) : new Uint16Array(0);
+  bind(config, new Map(table.map((t) => [t.name, { ...t, data: empty(t.dtype) }])), path, false);
+}
+
+/** The binding; with `withValues` false, of tensors without data (their vectors come back empty). */
+function bind(config: ModelConfig, fileTensors: Map<string, GgufTensor>, path: string, withValues: boolean) {
   const tensors = splitFusedTensors(config, fileTensors, path);
   const fail = (what: string) => new KvfenceError('invalid_model_file', `${path}: ${what}`);
   const get = (name: string): GgufTensor => {
@@ -67,6 +87,7 @@ export function bindWeights(config: ModelConfig, fileTensors: Map<string, GgufTe
     const t = get(name);
     if (t.dims.length !== 1 || t.dims[0] !== length)
       throw fail(`tensor ${name} has shape [${t.dims}], expected [${length}]`);
+    if (!withValues) return new Float32Array(0);
     let out = t.data as Float32Array;
     if (t.dtype !== 'f32') {
       out = new Float32Array(length);
