@@ -26,7 +26,8 @@ export interface ServedModel {
 const TOKENIZE_TIMEOUT_MS = 10_000;
 
 export function servedModel(model: ModelHead, id: string): ServedModel {
-  // checked (rendered once, bounded in time) before the tokenizer thread starts: a refused template leaves none running
+  // checked (rendered once, in a process of its own, bounded in time and memory) before the tokenizer thread starts: a
+  // refused template leaves none running
   const chatTemplate =
     model.chatTemplate === undefined
       ? undefined

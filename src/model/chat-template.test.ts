@@ -175,6 +175,21 @@ describe('loadChatTemplate (a server renders the template once at load)', () => 
     assert.throws(() => loadChatTemplate(slow, tokens), refused(pattern));
   });
 
+  it('refuses a template that would hang the server or end it: killed past its time or its heap, in its own process', () => {
+    // three loops of 10,000 deep: hours; rendered in the server's process it hung the start for good
+    const endless =
+      '{% for i in range(10000) %}{% for j in range(10000) %}{% for k in range(10000) %}{% endfor %}{% endfor %}{% endfor %}';
+    const started = performance.now();
+    assert.throws(
+      () => loadChatTemplate(endless, tokens, 2_000),
+      refused(/did not finish rendering a 4-message conversation within 2000 ms/),
+    );
+    assert.ok(performance.now() - started < 5_000, 'killed at its bound');
+    // a range too large to hold: V8 aborted the whole process ("Fatal JavaScript invalid size error")
+    const huge = '{% for i in range(100000000000) %}{% endfor %}';
+    assert.throws(() => loadChatTemplate(huge, tokens), refused(/could not render a 4-message conversation within/));
+  });
+
   it('refuses a template that fails with or without a system turn', () => {
     const failing = /fails on a system, user, assistant, user conversation: /;
     assert.throws(() => loadChatTemplate("{{ raise_exception('broken') }}", tokens), refused(failing));
