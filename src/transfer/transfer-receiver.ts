@@ -20,7 +20,7 @@ import { ReceiveSession, type TransferOutcome } from './receive-session.js';
 import { newNonce, type TransferBinding, type TransferTicket, ticketProblem } from './ticket.js';
 import { TransferError } from './transfer-error.js';
 import type { ReceiverState } from './transfer-state.js';
-import { decodeFrame, encodeAbort, encodeCommit, type Frame } from './wire-format.js';
+import { decodeFrame, encodeAbort, encodeCommit, type Frame, frameBytesMax } from './wire-format.js';
 
 export interface TransferReceiverOptions {
   checksum: PageChecksum;
@@ -158,6 +158,8 @@ export class TransferReceiver {
       });
     };
     armIdle();
+    // until a HELLO binds it, a frame can only be a HELLO or an ABORT: nothing larger is buffered for a stranger
+    channel.limitFrames(frameBytesMax());
     channel.setHandlers({
       frame: (bytes) => {
         // a refused connection, or a late frame after the transfer ended: dropped, never applied
@@ -177,6 +179,7 @@ export class TransferReceiver {
             refuse(new TransferError('unknown_request', 'no live ticket takes this connection'), frame.binding);
             return;
           }
+          channel.limitFrames(frameBytesMax(bound.session.ticket.pageBytes));
         }
         try {
           bound.session.apply(frame);

@@ -91,6 +91,24 @@ function header(type: FrameType, binding: TransferBinding, bodySize: number): By
     .raw(binding.nonce);
 }
 
+/** The largest binding: the longest ids (bindingBytes' size) */
+const BINDING_BYTES_MAX = 2 + 2 + 2 * LIMITS.transferIdBytesMax + NONCE_BYTES;
+/** The largest ABORT: the longest code and message */
+const ABORT_BYTES_MAX = BINDING_BYTES_MAX + 1 + 255 + 2 + LIMITS.transferAbortMessageBytesMax;
+/** The largest COMMIT: a first token for every choice, each with the most alternatives */
+const COMMIT_BYTES_MAX =
+  BINDING_BYTES_MAX + 8 + DIGEST_BYTES + 1 + LIMITS.choicesMax * (13 + 12 * LIMITS.topLogprobsMax);
+
+/**
+ * The longest frame a sender may send a receiver on a connection: before it is bound, a HELLO or an ABORT (its first
+ * frame must be one); bound to a ticket of `pageBytes` pages, any frame of that transfer. A receiver holds a frame's
+ * plaintext until its tag is checked, so this is what a peer can make it hold a connection (64 MiB otherwise).
+ */
+export function frameBytesMax(pageBytes?: number): number {
+  const first = Math.max(BINDING_BYTES_MAX + 20, ABORT_BYTES_MAX);
+  return pageBytes === undefined ? first : Math.max(first, COMMIT_BYTES_MAX, BINDING_BYTES_MAX + 24 + pageBytes);
+}
+
 /** Frames are sent as parts (header, page bytes) so a page goes from the pool to the socket without a copy. */
 export function encodeHello(ticket: TransferTicket): Uint8Array[] {
   const w = header('HELLO', ticket, 20);

@@ -21,6 +21,11 @@ export interface FrameChannel {
   /** resolves when writable again; rejects (backpressure_timeout, connection_closed) otherwise */
   drained(timeoutMs: number): Promise<void>;
   setHandlers(handlers: FrameChannelHandlers): void;
+  /**
+   * The longest frame the peer may send from now on: a longer one fails the channel (frame_too_large) at its length
+   * prefix, before any of it is buffered or deciphered. LIMITS.transferFrameBytesMax until an owner says less.
+   */
+  limitFrames(bytes: number): void;
   /** closes after queued frames are delivered */
   end(): void;
   destroy(error?: TransferError): void;

@@ -179,3 +179,21 @@ test('the receiver’s plaintext buffer grows with the ciphertext that came, not
   sender.destroy();
   receiver.destroy();
 });
+
+test('a frame longer than the owner’s limit fails the channel at its length prefix: none of it is buffered', () => {
+  const { stream, written } = heldStream();
+  const sender = new SecureChannel(stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, 'aegis-256x4');
+  sender.send([new Uint8Array(100).fill(1)]);
+  sender.send([new Uint8Array(101).fill(2)]);
+  const fed = fedStream();
+  const receiver = new SecureChannel(fed.stream, new Uint8Array(KEY), new Uint8Array(KEY), undefined, 'aegis-256x4');
+  const frames: number[] = [];
+  let closed: string | undefined;
+  receiver.limitFrames(100);
+  receiver.setHandlers({ frame: (f) => frames.push(f.byteLength), close: (e) => (closed = e?.reason) });
+  fed.feed(written[0]!.bytes); // at the limit: opens
+  fed.feed(written[1]!.bytes.subarray(0, 8)); // one byte over: refused from its length alone
+  assert.deepEqual([frames, closed], [[100], 'frame_too_large']);
+  assert.ok(plain(receiver).byteLength <= 100, 'nothing of the long frame held');
+  sender.destroy();
+});

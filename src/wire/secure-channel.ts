@@ -94,6 +94,8 @@ export class SecureChannel implements FrameChannel {
   private readonly opener: FrameAead;
   /** sealed frames' buffers the stream no longer holds (ciphertext only), for the next frames of their size */
   private readonly spares: Uint8Array[] = [];
+  /** the longest frame the peer may send (limitFrames) */
+  private frameLimit = LIMITS.transferFrameBytesMax;
 
   /** `aead`: what the handshake agreed on (peer-auth.ts), the same cipher both ways */
   constructor(
@@ -123,6 +125,11 @@ export class SecureChannel implements FrameChannel {
 
   get closed(): boolean {
     return this.isClosed;
+  }
+
+  limitFrames(bytes: number): void {
+    assert(Number.isInteger(bytes) && bytes >= 1 && bytes <= LIMITS.transferFrameBytesMax, `a frame limit of ${bytes}`);
+    this.frameLimit = bytes;
   }
 
   send(parts: readonly Uint8Array[]): boolean {
@@ -263,8 +270,8 @@ export class SecureChannel implements FrameChannel {
     if (this.bufferedBytes < LENGTH_BYTES) return undefined;
     const header = this.take(LENGTH_BYTES);
     const length = new DataView(header.buffer).getUint32(0, true);
-    if (length < 1 || length > LIMITS.transferFrameBytesMax) {
-      this.fail(new TransferError('frame_too_large', `sealed frame declares ${length} bytes`));
+    if (length < 1 || length > this.frameLimit) {
+      this.fail(new TransferError('frame_too_large', `sealed frame declares ${length} bytes, over ${this.frameLimit}`));
       return undefined;
     }
     this.opener.start(sealNonce(this.receiveSeq++, this.aead), header);

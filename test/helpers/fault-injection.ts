@@ -62,6 +62,10 @@ export class FaultyFrameChannel implements FrameChannel {
     this.inner.end();
   }
 
+  limitFrames(bytes: number): void {
+    this.inner.limitFrames(bytes);
+  }
+
   destroy(error?: Parameters<FrameChannel['destroy']>[0]): void {
     this.inner.destroy(error);
   }

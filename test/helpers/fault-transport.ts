@@ -93,6 +93,10 @@ class TenantFaultChannel implements FrameChannel {
     this.inner.end();
   }
 
+  limitFrames(bytes: number): void {
+    this.inner.limitFrames(bytes);
+  }
+
   destroy(error?: Parameters<FrameChannel['destroy']>[0]): void {
     this.chosen?.done();
     this.inner.destroy(error);

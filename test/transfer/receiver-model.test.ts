@@ -13,7 +13,7 @@ import { createPageChecksum, type PageChecksum } from '../../src/transfer/page-c
 import { pageTokenCount, type TransferTicket } from '../../src/transfer/ticket.js';
 import { type TransferHandle, TransferReceiver } from '../../src/transfer/transfer-receiver.js';
 import { isTerminal, type ReceiverState } from '../../src/transfer/transfer-state.js';
-import { encodeAbort, encodeCommit, encodeHello, encodePage } from '../../src/transfer/wire-format.js';
+import { encodeAbort, encodeCommit, encodeHello, encodePage, frameBytesMax } from '../../src/transfer/wire-format.js';
 import type { Clock } from '../../src/util/clock.js';
 import type { FrameChannel, FrameChannelHandlers } from '../../src/wire/frame-channel.js';
 import { FIRST_TOKEN, PAGE_SIZE_TOKENS, randomSource, TestPool, type TestSink } from './harness.js';
@@ -65,6 +65,11 @@ class ScriptChannel implements FrameChannel {
   setHandlers(handlers: FrameChannelHandlers): void {
     this.handlers = handlers;
   }
+  /** what the receiver lets the peer send now: every frame the model sends must fit it */
+  limit = Number.POSITIVE_INFINITY;
+  limitFrames(bytes: number): void {
+    this.limit = bytes;
+  }
   end(): void {
     this.endedByReceiver = true;
   }
@@ -72,6 +77,7 @@ class ScriptChannel implements FrameChannel {
     this.endedByReceiver = true;
   }
   deliver(frame: Uint8Array): void {
+    assert.ok(frame.byteLength <= this.limit, `a ${frame.byteLength}-byte frame over the receiver's ${this.limit}`);
     if (!this.closed) this.handlers?.frame(frame);
   }
   peerClose(): void {
@@ -392,6 +398,16 @@ test('TransferReceiver agrees with the protocol model on random command sequence
           }
         });
         assert.equal(receiver.liveCount, model.filter((t) => !isTerminal(t.state)).length);
+        // what a connection may send: a HELLO or an ABORT before its first frame, then its live ticket's frames
+        modelChannels.forEach((mc, i) => {
+          if (lastSent[i] === undefined) assert.equal(channels[i]!.limit, frameBytesMax(), `channel ${i}, unbound`);
+          else if (mc.ticket !== undefined && !mc.closed && !isTerminal(model[mc.ticket]!.state))
+            assert.equal(
+              channels[i]!.limit,
+              frameBytesMax(handles[mc.ticket]!.ticket.pageBytes),
+              `channel ${i}, bound`,
+            );
+        });
         pool.checkClean();
       }
       committed += handles.filter((h) => h.state === 'COMMITTED').length;
