@@ -9,6 +9,7 @@ import { LOG_LEVELS, type LogLevel, WORKER_DEFAULTS, type WorkerConfig } from '.
 import { dnsResolver, staticResolver, type WorkerResolver } from '../cluster/worker-discovery.js';
 import { BACKEND_PREFERENCES, type BackendPreference } from '../compute/select-backend.js';
 import { HTTP_DEFAULTS } from '../gateway/http-limits.js';
+import { SUPERVISOR_DEFAULTS } from '../launch/cluster-server.js';
 import { GATEWAY_DEFAULTS } from '../launch/gateway-server.js';
 import { defaultIncidentsPath, SERVE_DEFAULTS, type ServeConfig } from '../launch/serve-config.js';
 import { KvfenceError } from '../util/errors.js';
@@ -227,6 +228,13 @@ const FLAGS: readonly Flag[] = [
     default: 1,
   },
   {
+    flags: '--worker-start-timeout-ms <ms>',
+    help: 'with --disaggregated: the longest a worker may take to load the model and listen, at start and at each restart',
+    on: ['serve'],
+    parse: int(1, LIMITS.queueTimeoutMsMax),
+    default: SUPERVISOR_DEFAULTS.readyTimeoutMs,
+  },
+  {
     flags: '--prefill <addresses>',
     help: 'control addresses of the prefill workers, host:port, comma-separated',
     on: ['gateway'],
@@ -346,6 +354,7 @@ export interface ParsedFlags {
   /** commander's `--no-engine-thread`: true unless given */
   engineThread?: boolean;
   disaggregated?: boolean;
+  workerStartTimeoutMs: number;
   prefill: number | string;
   decode: number | string;
   prefillDns?: string;

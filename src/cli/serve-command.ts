@@ -19,7 +19,13 @@ export function addServeCommand(program: Command): void {
     const server =
       o.disaggregated === true
         ? await startDisaggregatedServer(
-            { serve, prefillCount: Number(o.prefill), decodeCount: Number(o.decode), workerStdout: 'inherit' },
+            {
+              serve,
+              prefillCount: Number(o.prefill),
+              decodeCount: Number(o.decode),
+              workerStartTimeoutMs: o.workerStartTimeoutMs,
+              workerStdout: 'inherit',
+            },
             announce,
           )
         : o.engineThread === false

@@ -1,6 +1,8 @@
 // The supervisor stops every child it forked when it closes, those still starting included: a cluster whose startup
 // failed (one worker exits) closes at once, while the others may not have reported ready yet.
 import assert from 'node:assert/strict';
+import { type ChildProcess, type ForkOptions, fork } from 'node:child_process';
+import { EventEmitter } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -47,5 +49,73 @@ test('close stops the children still starting, not only the ready ones', async (
   for (const name of ['ready', 'starting']) {
     const pid = pidOf(name);
     await until(`worker ${name} (pid ${pid}) to be gone`, () => !alive(pid), 10_000);
+  }
+});
+
+test('a restart whose process cannot be started (no file handles, no processes) backs off and tries again', async () => {
+  // node's fork then throws, or hands back a child without its IPC channel that emits 'error' and never 'exit': both
+  // ended the supervisor, the gateway and every healthy worker with it
+  const dir = tempDirectory('kvfence-supervisor-');
+  const errors: string[] = [];
+  const log = { ...quiet, error: (fields: object) => errors.push((fields as { err?: string }).err ?? '') };
+  let failures = 0;
+  const failing = (program: string, args: readonly string[], options: ForkOptions): ChildProcess => {
+    if (failures === 0) return fork(program, args, options);
+    failures--;
+    if (failures % 2 === 1) throw Object.assign(new Error('spawn ENOMEM'), { code: 'ENOMEM' });
+    const child = Object.assign(new EventEmitter(), { pid: undefined, kill: () => false }) as unknown as ChildProcess;
+    setImmediate(() => child.emit('error', Object.assign(new Error('spawn EMFILE'), { code: 'EMFILE' })));
+    return child;
+  };
+  const supervisor = new Supervisor({
+    program: fileURLToPath(new URL('../../test/helpers/startup-worker.js', import.meta.url)),
+    programArgs: [dir],
+    secretHex: '00',
+    readyTimeoutMs: 30_000,
+    restartBackoffMs: 20,
+    restartBackoffMaxMs: 100,
+    restartWindowMs: 1_000,
+    stdout: 'ignore',
+    log,
+    fork: failing,
+  });
+  try {
+    await supervisor.start({ name: 'ready' } as unknown as WorkerConfig);
+    failures = 3; // a child without its IPC channel (EMFILE), a throw (ENOMEM), the first again; then starts work
+    supervisor.kill('ready');
+    await until('the worker to be restarted', () => supervisor.status()[0]!.restarts === 1, 10_000);
+    assert.deepEqual(
+      errors.filter((e) => e.includes('could not be started')).map((e) => /could not be started: (.*)/.exec(e)![1]),
+      ['it has no IPC channel', 'spawn ENOMEM', 'it has no IPC channel'],
+    );
+  } finally {
+    await supervisor.close();
+  }
+});
+
+test('once the server stops, a worker that exits is not started again (a Ctrl-C reaches every worker too)', async () => {
+  const dir = tempDirectory('kvfence-supervisor-');
+  const infos: string[] = [];
+  const supervisor = new Supervisor({
+    program: fileURLToPath(new URL('../../test/helpers/startup-worker.js', import.meta.url)),
+    programArgs: [dir],
+    secretHex: '00',
+    readyTimeoutMs: 30_000,
+    restartBackoffMs: 10,
+    restartBackoffMaxMs: 100,
+    restartWindowMs: 1_000,
+    stdout: 'ignore',
+    log: { ...quiet, info: (_: object, message: string) => infos.push(message) },
+  });
+  try {
+    await supervisor.start({ name: 'ready' } as unknown as WorkerConfig);
+    supervisor.stopRestarting();
+    const pid = supervisor.pid('ready')!;
+    supervisor.kill('ready', 'SIGINT');
+    await until('the worker to exit', () => !alive(pid), 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 200)); // 20 backoffs
+    assert.deepEqual([supervisor.status()[0]!.restarts, infos], [0, []]);
+  } finally {
+    await supervisor.close();
   }
 });

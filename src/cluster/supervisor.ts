@@ -9,8 +9,8 @@
  * inside the window (restartBackoffMs × 2^(n−1), at most restartBackoffMaxMs) and resets once the window passes
  * without one. It never stops trying: `status` tells /health which roles have a live worker meanwhile.
  */
-import { type ChildProcess, fork } from 'node:child_process';
-import { KvfenceError } from '../util/errors.js';
+import { type ChildProcess, type ForkOptions, fork } from 'node:child_process';
+import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
 import type { WorkerRole } from './control-protocol.js';
 import type { WorkerConfig, WorkerStart } from './worker-config.js';
@@ -49,6 +49,8 @@ export interface SupervisorOptions {
   /** the children's stdout: shown, or dropped (tests) */
   stdout: 'inherit' | 'ignore';
   log: LogSink;
+  /** how a child is started: node's fork (tests: one that fails as a system out of processes or files does) */
+  fork?: (program: string, args: readonly string[], options: ForkOptions) => ChildProcess;
 }
 
 export interface WorkerStatusLine {
@@ -105,57 +107,83 @@ export class Supervisor {
     }));
   }
 
-  /** Stops every child, the ones still starting included (a failed startup closes the rest at once). */
-  async close(): Promise<void> {
+  /** From now on a worker that exits stays down, and no restart waiting for its backoff runs (a server stopping). */
+  stopRestarting(): void {
     this.closing = true;
     for (const w of this.workers.values()) if (w.retry !== undefined) clearTimeout(w.retry);
+  }
+
+  /** Stops every child, the ones still starting included (a failed startup closes the rest at once). */
+  async close(): Promise<void> {
+    this.stopRestarting();
     const children = [...[...this.workers.values()].map((w) => w.child), ...this.starting];
     await Promise.all(children.map((child) => stopChild(child)));
   }
 
+  /**
+   * Starts a child and resolves once it says it listens. A child that cannot be started at all (fork throws; or it
+   * emits 'error' and never 'exit', as on EAGAIN, ENOENT or EMFILE, where it may even lack its IPC channel) rejects
+   * like one that exits during startup, so a restart backs off and tries again: unhandled, it ended the supervisor,
+   * the gateway and every healthy worker with it, most likely just when a worker had died of exhausted memory.
+   */
   private spawn(config: WorkerConfig): Promise<{ child: ChildProcess; ready: WorkerReady }> {
     const env: NodeJS.ProcessEnv = {};
     for (const name of CHILD_ENV) if (process.env[name] !== undefined) env[name] = process.env[name];
-    const child = fork(this.options.program, [...(this.options.programArgs ?? [])], {
-      env,
-      stdio: ['ignore', this.options.stdout, 'inherit', 'ipc'],
-    });
-    this.starting.add(child);
-    child.once('exit', () => this.starting.delete(child));
-    const start: WorkerStart = { kind: 'start', config, secretHex: this.options.secretHex };
-    child.send(start);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const failed = (why: string) => new KvfenceError('worker_unavailable', `worker ${config.name} ${why}`);
+      let child: ChildProcess;
+      try {
+        child = (this.options.fork ?? fork)(this.options.program, [...(this.options.programArgs ?? [])], {
+          env,
+          stdio: ['ignore', this.options.stdout, 'inherit', 'ipc'],
+        });
+      } catch (error) {
+        reject(failed(`could not be started: ${errorMessage(error)}`));
+        return;
+      }
+      this.starting.add(child);
+      let settled = false;
+      const fail = (error: KvfenceError) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        this.starting.delete(child);
         child.kill('SIGKILL');
-        reject(
-          new KvfenceError(
-            'worker_unavailable',
-            `worker ${config.name} did not start within ${this.options.readyTimeoutMs} ms`,
-          ),
-        );
-      }, this.options.readyTimeoutMs);
-      const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
-        clearTimeout(timer);
-        reject(
-          new KvfenceError(
-            'worker_unavailable',
-            `worker ${config.name} exited during startup (code ${code}, signal ${signal})`,
-          ),
-        );
+        reject(error);
       };
-      child.once('exit', onExit);
+      const timer = setTimeout(
+        () => fail(failed(`did not start within ${this.options.readyTimeoutMs} ms (--worker-start-timeout-ms)`)),
+        this.options.readyTimeoutMs,
+      );
+      // for good: an error event without a listener (a failed IPC send later on) would end the supervisor
+      child.on('error', (error) => {
+        if (!settled) fail(failed(`could not be started: ${error.message}`));
+        else this.options.log.error({ worker: config.name, err: error.message }, 'worker process error');
+      });
+      child.once('exit', (code, signal) => {
+        this.starting.delete(child);
+        fail(failed(`exited during startup (code ${code}, signal ${signal})`));
+      });
       child.on('message', (message: unknown) => {
-        if (!isWorkerReady(message)) return;
+        if (settled || !isWorkerReady(message)) return;
+        settled = true;
         clearTimeout(timer);
-        child.off('exit', onExit);
         this.starting.delete(child);
         if (this.closing) {
           // ready after close() began: stopped like the rest, never handed out
           void stopChild(child);
-          reject(new KvfenceError('worker_unavailable', `worker ${config.name} started while the cluster closed`));
+          reject(failed('started while the cluster closed'));
           return;
         }
         resolve({ child, ready: message });
+      });
+      if (typeof child.send !== 'function') {
+        fail(failed('could not be started: it has no IPC channel'));
+        return;
+      }
+      const start: WorkerStart = { kind: 'start', config, secretHex: this.options.secretHex };
+      child.send(start, (error) => {
+        if (error !== null) fail(failed(`could not be started: ${error.message}`));
       });
     });
   }

@@ -10,6 +10,8 @@ import type { WorkerRole } from '../cluster/control-protocol.js';
 import { Supervisor } from '../cluster/supervisor.js';
 import { WORKER_DEFAULTS, type WorkerConfig } from '../cluster/worker-config.js';
 import type { WorkerSettings } from '../engine/worker-kv.js';
+import { AdminToken } from '../gateway/admin-token.js';
+import { loadKeyFile } from '../gateway/tenants.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModelHead } from '../model/load-model.js';
 import { gatewaySettingsOf } from './colocated-server.js';
@@ -28,6 +30,8 @@ export interface ClusterConfig {
   idleTimeoutMs?: number;
   /** the gateway's bound on a silent worker (GatewayConfig.workerSilenceMs) */
   workerSilenceMs?: number;
+  /** the longest a worker may take to load and listen (default SUPERVISOR_DEFAULTS.readyTimeoutMs) */
+  workerStartTimeoutMs?: number;
   /** children's stdout shown (a CLI) or dropped (tests) */
   workerStdout: 'inherit' | 'ignore';
   /** tests only: a worker program of their own (one that injects faults) and its arguments */
@@ -61,15 +65,21 @@ export async function startDisaggregatedServer(
   parts: GatewayParts = {},
 ): Promise<RunningCluster> {
   const { serve } = config;
+  // the gateway's own files first: a missing or bad key file or admin token is refused before any worker loads the
+  // model (minutes, for a large one), not after; the gateway reads them again when it opens
+  if (serve.apiKeysPath !== undefined) loadKeyFile(serve.apiKeysPath);
+  if (serve.adminTokenFile !== undefined) AdminToken.fromFile(serve.adminTokenFile);
   const model = loadModelHead(serve.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL));
   const modelName = serve.modelName ?? model.config.name;
   const pageCount = resolvePageCount(model, serve.pageSize, serve.kvPages, serve.kvMemory);
   const secretText = newClusterSecretText();
+  const readyTimeoutMs = config.workerStartTimeoutMs ?? SUPERVISOR_DEFAULTS.readyTimeoutMs;
   const supervisor = new Supervisor({
     program: config.workerProgram?.path ?? fileURLToPath(new URL('./worker-entry.js', import.meta.url)),
     programArgs: config.workerProgram?.args ?? [],
     secretHex: Buffer.from(secretText, 'utf8').toString('hex'),
     ...SUPERVISOR_DEFAULTS,
+    readyTimeoutMs,
     stdout: config.workerStdout,
     log: pino({ level: serve.logLevel }),
   });
@@ -119,7 +129,7 @@ export async function startDisaggregatedServer(
         decode: workers.filter((w) => w.role === 'decode').map((w) => w.control),
         secret,
         ...(serve.contextCap !== undefined ? { contextCap: serve.contextCap } : {}),
-        connectTimeoutMs: SUPERVISOR_DEFAULTS.readyTimeoutMs,
+        connectTimeoutMs: readyTimeoutMs,
         ...(config.workerSilenceMs !== undefined ? { workerSilenceMs: config.workerSilenceMs } : {}),
         logLevel: serve.logLevel,
       },
@@ -132,10 +142,14 @@ export async function startDisaggregatedServer(
       secret,
       workers,
       async drain(deadlineMs: number) {
+        // a worker that exits now is not started again: a Ctrl-C reaches every worker too (one process group), and
+        // each drains and exits on its own while the gateway drains
+        supervisor.stopRestarting();
         await gateway.drain(deadlineMs);
         await supervisor.close(); // the workers hold nothing now: each drains at once and exits
       },
       async close() {
+        supervisor.stopRestarting();
         await gateway.close();
         await supervisor.close();
       },

@@ -14,7 +14,7 @@ import { checkReloadedQuotas, proveTenantQuotas } from '../gateway/quota-proof.j
 import type { ServedModel } from '../gateway/served-model.js';
 import { buildGateway, type Gateway } from '../gateway/server.js';
 import { loadKeyFile, TenantDirectory } from '../gateway/tenants.js';
-import { KvfenceError } from '../util/errors.js';
+import { listenFailure } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
 export interface GatewaySettings {
@@ -96,10 +96,7 @@ export async function openGateway(
     url = await gateway.app.listen({ host: settings.host, port: settings.port });
   } catch (error) {
     await gateway.app.close(); // its tokenizer and body threads
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL')
-      throw new KvfenceError('invalid_argument', `cannot listen on ${settings.host}:${settings.port} (${code})`);
-    throw error;
+    throw listenFailure(error, `${settings.host}:${settings.port}`);
   }
   if (tenants.devMode)
     announce(

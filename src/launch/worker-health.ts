@@ -14,7 +14,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { Socket } from 'node:net';
-import { KvfenceError } from '../util/errors.js';
+import { KvfenceError, listenFailure } from '../util/errors.js';
 
 export interface WorkerHealth {
   address: string;
@@ -73,7 +73,7 @@ export function serveWorkerHealth(listen: string, phase: () => WorkerPhase): Pro
     socket.setTimeout(HEALTH_IDLE_MS, () => socket.destroy());
   });
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error) => reject(listenFailure(error, listen)));
     server.listen(port, host, () => {
       const bound = server.address();
       const actual = typeof bound === 'object' && bound !== null ? bound.port : port;

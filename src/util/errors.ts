@@ -69,3 +69,14 @@ export function errorMessage(error: unknown): string {
 export function asKvfenceError(error: unknown, code: ErrorCode = 'internal_error'): KvfenceError {
   return error instanceof KvfenceError ? error : new KvfenceError(code, errorMessage(error));
 }
+
+/**
+ * A listen that failed for the address given (in use, not allowed, not this host's): the user's to fix, one line and
+ * exit 1, as the gateway's and every worker's listeners say it; anything else stays the error it was.
+ */
+export function listenFailure(error: unknown, address: string): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL')
+    return new KvfenceError('invalid_argument', `cannot listen on ${address} (${code})`);
+  return error;
+}

@@ -13,7 +13,7 @@
  */
 import { createConnection, createServer, type Socket } from 'node:net';
 import { TransferError } from '../transfer/transfer-error.js';
-import { errorMessage, KvfenceError } from '../util/errors.js';
+import { errorMessage, KvfenceError, listenFailure } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { ConnectionGate } from './connection-gate.js';
 import type { FrameChannel } from './frame-channel.js';
@@ -64,7 +64,7 @@ export class TcpTransport implements TransferTransport {
       );
     });
     return new Promise((resolve, reject) => {
-      server.once('error', reject);
+      server.once('error', (error) => reject(listenFailure(error, address)));
       server.listen(port, host, () => {
         const bound = server.address();
         const actual = typeof bound === 'object' && bound !== null ? bound.port : port;

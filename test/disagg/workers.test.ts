@@ -3,7 +3,7 @@
 // and `kvfence serve --disaggregated` as an operator runs it.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { CLUSTER_SECRET_ENV } from '../../src/cluster/cluster-secret.js';
 import { ControlConnection } from '../../src/cluster/control-channel.js';
@@ -54,6 +54,24 @@ describe('worker startup', () => {
     const short = runCli(['prefill', '--model', model, '--kv-pages', '32'], { ...env, [CLUSTER_SECRET_ENV]: 'short' });
     assert.equal(short.status, 1);
     assert.match(short.stderr, /is 5 bytes; it must be 32/);
+  });
+
+  test('a port in use is one line naming it and exit 1, for the control, transfer and health listeners', async () => {
+    // it was "internal error: Error: listen EADDRINUSE", exit 2, the code kept for kvfence's own bugs
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    const env = { ...process.env, [CLUSTER_SECRET_ENV]: 'k'.repeat(32) };
+    const base = ['decode', '--model', model, '--kv-pages', '32', '--log-level', 'silent'];
+    try {
+      for (const flag of ['--control-listen', '--transfer-listen', '--health-listen']) {
+        const r = runCli([...base, '--control-listen', '127.0.0.1:0', flag, `127.0.0.1:${port}`], env);
+        assert.equal(r.status, 1, `${flag}: ${r.stderr}`);
+        assert.match(r.stderr, new RegExp(`^kvfence: cannot listen on 127\\.0\\.0\\.1:${port} \\(EADDRINUSE\\)\n$`));
+      }
+    } finally {
+      taken.close();
+    }
   });
 
   test('a bad --health-listen fails the start before the model loads, and the process exits', () => {
@@ -272,5 +290,15 @@ describe('kvfence serve --disaggregated', () => {
       child.kill('SIGTERM');
     });
     assert.equal(code, 0);
+  });
+
+  test('a missing key file or admin token is refused before any worker starts: one line, exit 1', () => {
+    // found after every worker had loaded the model (minutes, for a large one), below the workers' start-up output
+    for (const flag of ['--api-keys', '--admin-token-file']) {
+      const r = runCli(['serve', '--disaggregated', '--model', model, '--kv-pages', '64', flag, '/no/such/file']);
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, /^kvfence: .*\/no\/such\/file/);
+      assert.doesNotMatch(r.stdout + r.stderr, /worker|weights/, `${flag}: refused before any worker started`);
+    }
   });
 });
