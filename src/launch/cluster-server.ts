@@ -15,7 +15,8 @@ import { loadKeyFile } from '../gateway/tenants.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModelHead } from '../model/load-model.js';
 import { gatewaySettingsOf } from './colocated-server.js';
-import { type RunningGateway, startGateway } from './gateway-server.js';
+import { GATEWAY_DEFAULTS, type RunningGateway, startGateway } from './gateway-server.js';
+import { killHungWorkers } from './hung-workers.js';
 import type { GatewayParts } from './open-gateway.js';
 import { resolvePageCount, type ServeConfig, workerSettingsOf } from './serve-config.js';
 
@@ -52,6 +53,9 @@ export interface RunningCluster extends RunningGateway {
   workers: ClusterWorker[];
 }
 
+/** A worker the gateway has found silent this many silence bounds, its process still running, is killed (hung-workers.ts) */
+const HUNG_SILENCES = 3;
+
 export const SUPERVISOR_DEFAULTS = {
   readyTimeoutMs: 60_000,
   restartBackoffMs: 250,
@@ -74,6 +78,7 @@ export async function startDisaggregatedServer(
   const pageCount = resolvePageCount(model, serve.pageSize, serve.kvPages, serve.kvMemory);
   const secretText = newClusterSecretText();
   const readyTimeoutMs = config.workerStartTimeoutMs ?? SUPERVISOR_DEFAULTS.readyTimeoutMs;
+  const log = pino({ level: serve.logLevel });
   const supervisor = new Supervisor({
     program: config.workerProgram?.path ?? fileURLToPath(new URL('./worker-entry.js', import.meta.url)),
     programArgs: config.workerProgram?.args ?? [],
@@ -81,7 +86,7 @@ export async function startDisaggregatedServer(
     ...SUPERVISOR_DEFAULTS,
     readyTimeoutMs,
     stdout: config.workerStdout,
-    log: pino({ level: serve.logLevel }),
+    log,
   });
   const workerConfig = (role: WorkerRole, i: number): WorkerConfig => {
     const name = `${role}-${i}`;
@@ -136,6 +141,13 @@ export async function startDisaggregatedServer(
       announce,
       { ...parts, model },
     );
+    const silenceMs = config.workerSilenceMs ?? GATEWAY_DEFAULTS.workerSilenceMs;
+    const stopWatching = killHungWorkers(
+      supervisor,
+      () => gateway.dispatcher.workers(),
+      HUNG_SILENCES * silenceMs,
+      log,
+    );
     return {
       ...gateway,
       supervisor,
@@ -144,11 +156,13 @@ export async function startDisaggregatedServer(
       async drain(deadlineMs: number) {
         // a worker that exits now is not started again: a Ctrl-C reaches every worker too (one process group), and
         // each drains and exits on its own while the gateway drains
+        stopWatching();
         supervisor.stopRestarting();
         await gateway.drain(deadlineMs);
         await supervisor.close(); // the workers hold nothing now: each drains at once and exits
       },
       async close() {
+        stopWatching();
         supervisor.stopRestarting();
         await gateway.close();
         await supervisor.close();
