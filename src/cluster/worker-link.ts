@@ -23,6 +23,9 @@ import type { TransferTransport } from '../wire/transport.js';
 import { ControlConnection } from './control-channel.js';
 import type { ControlMessage, PoolStats, WorkerHello } from './control-protocol.js';
 
+/** the reconnect backoff's ceiling, in reconnectDelayMs (250 ms: at most 2 s between tries) */
+const RECONNECT_BACKOFF_MAX = 8;
+
 export interface WorkerLinkOptions {
   address: string;
   transport: TransferTransport;
@@ -59,6 +62,9 @@ export class WorkerLink {
   private nextStatsId = 1;
   lastStats: PoolStats | undefined;
   private lastName: string | undefined;
+  /** tries since the worker was last up, for the reconnect backoff; why the last one failed, logged when it changes */
+  private failedTries = 0;
+  private lastWhy: string | undefined;
   /** requests of this gateway on this worker now: the routing load */
   inFlight = 0;
 
@@ -195,11 +201,18 @@ export class WorkerLink {
       }
       const refusal = this.options.accept(message.hello);
       if (refusal !== undefined) {
-        this.options.log.error({ worker: this.address, why: refusal }, 'worker refused: it does not fit this gateway');
+        if (refusal !== this.lastWhy)
+          this.options.log.error(
+            { worker: this.address, why: refusal },
+            'worker refused: it does not fit this gateway',
+          );
+        this.lastWhy = refusal;
         conn.close(refusal);
         return;
       }
       this.helloNow = message.hello;
+      this.failedTries = 0;
+      this.lastWhy = undefined;
       this.lastName = message.hello.name;
       this.options.log.info(
         { worker: message.hello.name, address: this.address, role: message.hello.role },
@@ -238,17 +251,30 @@ export class WorkerLink {
     if (wasUp) {
       if (drained) this.options.log.info({ worker: this.address, why }, 'drained worker connection closed');
       else this.options.log.warn({ worker: this.address, why }, 'worker connection lost; its requests fail');
+      this.lastWhy = why; // said: the reconnect does not say it again
       this.options.onDown(this, why);
     }
     this.connDraining = false;
     this.scheduleReconnect(why);
   }
 
-  private scheduleReconnect(_why: string): void {
+  /**
+   * The next try, after reconnectDelayMs doubled for each failed try since the worker was last up (at most
+   * RECONNECT_BACKOFF_MAX times it): a worker that refuses this gateway, or an address nothing answers, is not asked 4
+   * times a second forever, each a full handshake and a log line. Why it failed is logged when it changes (a wrong
+   * cluster secret, a refused connection), not every time.
+   */
+  private scheduleReconnect(why: string): void {
     if (this.closing) return;
+    if (why !== this.lastWhy) {
+      this.lastWhy = why;
+      this.options.log.warn({ worker: this.lastName ?? this.address, why }, 'worker not reachable; trying again');
+    }
+    const delayMs = this.options.reconnectDelayMs * Math.min(RECONNECT_BACKOFF_MAX, 2 ** this.failedTries);
+    this.failedTries++;
     this.retry = setTimeout(() => {
       this.retry = undefined;
       this.connect();
-    }, this.options.reconnectDelayMs);
+    }, delayMs);
   }
 }
