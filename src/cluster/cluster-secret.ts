@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { KvfenceError } from '../util/errors.js';
+import { exposedSecretFile, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
 export const CLUSTER_SECRET_ENV = 'KVFENCE_CLUSTER_SECRET';
@@ -31,8 +31,7 @@ export function loadClusterSecret(file: string | undefined, env: NodeJS.ProcessE
     }
     if (size > LIMITS.transferSecretBytesMax * 2)
       throw new KvfenceError('invalid_argument', `the cluster secret file ${file} is ${size} bytes; too large`);
-    if ((mode & 0o077) !== 0)
-      warning = `the cluster secret file ${file} is readable by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`;
+    warning = exposedSecretFile(file, mode, 'the cluster secret file');
     text = readFileSync(file, 'utf8');
     source = `the file ${file}`;
   } else {

@@ -4,7 +4,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
-import { errorMessage, KvfenceError } from '../util/errors.js';
+import { errorMessage, exposedSecretFile, KvfenceError } from '../util/errors.js';
 
 /** a token file holds one line; anything larger is a wrong file */
 const TOKEN_FILE_BYTES_MAX = 4096;
@@ -14,11 +14,17 @@ const TOKEN_CHARS_MIN = 16;
 export class AdminToken {
   private constructor(private readonly hash: Buffer) {}
 
-  /** Reads the token (surrounding whitespace dropped) from `path`; refuses a missing, huge or short one. */
-  static fromFile(path: string): AdminToken {
+  /**
+   * Reads the token (surrounding whitespace dropped) from `path`; refuses a missing, huge or short one, and tells
+   * `warn` when every user may read the file (exposedSecretFile).
+   */
+  static fromFile(path: string, warn: (line: string) => void = () => {}): AdminToken {
     let text: string;
     try {
-      if (statSync(path).size > TOKEN_FILE_BYTES_MAX) throw new Error(`larger than ${TOKEN_FILE_BYTES_MAX} bytes`);
+      const { size, mode } = statSync(path);
+      if (size > TOKEN_FILE_BYTES_MAX) throw new Error(`larger than ${TOKEN_FILE_BYTES_MAX} bytes`);
+      const exposed = exposedSecretFile(path, mode, 'the admin token file');
+      if (exposed !== undefined) warn(`kvfence: WARNING: ${exposed}`);
       text = readFileSync(path, 'utf8').trim();
     } catch (error) {
       throw new KvfenceError('file_not_found', `cannot read the admin token file ${path}: ${errorMessage(error)}`);

@@ -75,7 +75,8 @@ export async function openGateway(
   const proof = proveTenantQuotas(worker.provenContext, worker.pageSize, tenants, settings.clampContext);
   if (proof.clamped) announce(`kvfence: ${proof.summary}`);
   const context = proof.provenContext;
-  const adminToken = settings.adminTokenFile === undefined ? undefined : AdminToken.fromFile(settings.adminTokenFile);
+  const adminToken =
+    settings.adminTokenFile === undefined ? undefined : AdminToken.fromFile(settings.adminTokenFile, announce);
   const bodyLimit = bodyLimitFor(context, model.tokenizer);
   const gateway = buildGateway({
     model,

@@ -80,3 +80,13 @@ export function listenFailure(error: unknown, address: string): unknown {
     return new KvfenceError('invalid_argument', `cannot listen on ${address} (${code})`);
   return error;
 }
+
+/**
+ * The startup warning for a secret file (the cluster secret, the admin token) that users other than its owner and
+ * group may read or write; undefined when none can. Group read is fine: Kubernetes mounts secrets 0440 for the pod's
+ * fsGroup, and a warning on every pod start that no one can act on teaches operators to ignore warnings.
+ */
+export function exposedSecretFile(path: string, mode: number, what: string): string | undefined {
+  if ((mode & 0o007) === 0) return undefined;
+  return `${what} ${path} is open to every user (mode ${(mode & 0o777).toString(8)}); chmod o-rwx it`;
+}
