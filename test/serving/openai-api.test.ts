@@ -296,6 +296,22 @@ describe('completions', () => {
   });
 });
 
+describe('tokenize and detokenize', () => {
+  test('/detokenize takes at most the context in ids: decoding runs on the event loop, beside every stream', async () => {
+    const ids = (n: number) => Array.from({ length: n }, (_, i) => 5 + (i % 100));
+    const ok = await post(server, '/detokenize', { tokens: ids(256) }, 'acme');
+    assert.equal(ok.status, 200, JSON.stringify(ok.json));
+    assert.equal(typeof (ok.json as { prompt: string }).prompt, 'string');
+    const over = await post(server, '/detokenize', { tokens: ids(257) }, 'acme');
+    assert.equal(over.status, 400);
+    assert.deepEqual((over.json as { error: { param: string; message: string } }).error.param, 'tokens');
+    assert.match(
+      (over.json as { error: { message: string } }).error.message,
+      /257 ids, more than the 256-token context/,
+    );
+  });
+});
+
 describe('models, health and metrics', () => {
   test('/v1/models reports the proven context', async () => {
     const models = await clientFor(server, 'acme').models.list();
