@@ -27,7 +27,7 @@ function fakeSocket(remoteAddress: string): Socket & { destroyedByGuard: boolean
   return s as unknown as Socket & { destroyedByGuard: boolean };
 }
 
-test('the per-address bound, authentication and close release, and the address table cap', () => {
+test('the per-address bound, authentication and close release, and the address table cap (the oldest goes)', () => {
   const refused: string[] = [];
   const guard = new ConnectionGuard({
     perAddressMax: 2,
@@ -50,15 +50,27 @@ test('the per-address bound, authentication and close release, and the address t
   const a4 = fakeSocket('10.0.0.1');
   guard.accept(a4);
   assert.equal(a4.destroyedByGuard, false);
-  guard.accept(fakeSocket('10.0.0.2'));
+  const b = fakeSocket('10.0.0.2');
+  guard.accept(b);
   const c = fakeSocket('10.0.0.3');
-  guard.accept(c); // a third address: the table is full
-  assert.equal(c.destroyedByGuard, true);
-  assert.deepEqual(refused, ['10.0.0.1 per_address', '10.0.0.3 table_full']);
-  a2.emit('close');
-  a4.emit('close'); // 10.0.0.1 leaves the table
-  const d = fakeSocket('10.0.0.3');
-  guard.accept(d);
-  assert.equal(d.destroyedByGuard, false);
+  guard.accept(c); // a third address, the table full: 10.0.0.1's connections, waiting longest, make room
+  assert.deepEqual(
+    [a2, a4, b, c].map((s) => s.destroyedByGuard),
+    [true, true, false, false],
+  );
+  assert.deepEqual(refused, ['10.0.0.1 per_address', '10.0.0.1 table_full', '10.0.0.1 table_full']);
   assert.equal(guard.count, 2);
+  // a tenant's new connection in a table a stranger keeps full of silent ones: it gets in, and out of the count once
+  // its first request authenticates; only strangers' connections were evicted
+  const strangers = Array.from({ length: 2 }, (_, i) => fakeSocket(`10.9.0.${i}`));
+  for (const s of strangers) guard.accept(s);
+  const tenant = fakeSocket('10.0.0.7');
+  guard.accept(tenant);
+  assert.equal(tenant.destroyedByGuard, false);
+  guard.authenticated(tenant);
+  assert.deepEqual(
+    [b, c, ...strangers].map((s) => s.destroyedByGuard),
+    [true, true, true, false],
+  );
+  assert.equal(guard.count, 1);
 });

@@ -6,26 +6,31 @@
  * refused because of a stranger behind the same address beyond the bound.
  *
  * IPv6 addresses are grouped by their /64 (one host usually holds a whole /64, so a per-address bound would not bind).
- * The table holds at most `addressesMax` addresses; when full, a connection from an address not in it is closed (fail
- * closed: the bound on memory holds under a spread-out flood; entries leave as their connections close or
- * authenticate, which the headers and body timeouts force within seconds).
+ * The table holds at most `addressesMax` addresses; when full, a connection from an address not in it evicts the
+ * unauthenticated connection that has waited longest (closed, as the headers timeout would close it later), so the
+ * bound on memory holds under a spread-out flood and a newcomer still gets in. Refusing newcomers instead let a
+ * stranger holding one silent connection from each of 15,000 addresses (IPv6 gives one host millions of /64s) shut
+ * every tenant's new connection out: a tenant's connection counts until its first request authenticates.
  */
 import type { Socket } from 'node:net';
+import { assert } from '../util/assert.js';
 
 export interface ConnectionGuardOptions {
   perAddressMax: number;
   addressesMax: number;
-  /** called when a connection is refused (for a debug log line) */
+  /** called when a connection is refused, or evicted for a newcomer (for a debug log line) */
   onRefused: (address: string, why: 'per_address' | 'table_full') => void;
 }
 
 export class ConnectionGuard {
   private readonly unauthenticated = new Map<string, number>();
-  /** a counted connection → its address key (removed once it stops counting) */
-  private readonly counted = new WeakMap<Socket, string>();
+  /** each counted connection → its address key, oldest first (removed once it stops counting) */
+  private readonly counted = new Map<Socket, string>();
   private total = 0;
 
-  constructor(private readonly options: ConnectionGuardOptions) {}
+  constructor(private readonly options: ConnectionGuardOptions) {
+    assert(options.addressesMax >= 1 && options.perAddressMax >= 1, 'the guard admits at least one connection');
+  }
 
   /** Unauthenticated connections counted now, all addresses together (a public gauge). */
   get count(): number {
@@ -35,12 +40,14 @@ export class ConnectionGuard {
   /** A new connection: counted, or destroyed when its address is at the bound. */
   accept(socket: Socket): void {
     const key = addressKey(socket.remoteAddress ?? '');
-    const current = this.unauthenticated.get(key);
-    if (current === undefined && this.unauthenticated.size >= this.options.addressesMax) {
-      this.options.onRefused(key, 'table_full');
-      socket.destroy();
-      return;
+    // a new address in a full table: the longest-waiting connections go until its address leaves the table
+    while (!this.unauthenticated.has(key) && this.unauthenticated.size >= this.options.addressesMax) {
+      const [oldest, oldestKey] = this.counted.entries().next().value!;
+      this.options.onRefused(oldestKey, 'table_full');
+      this.release(oldest);
+      oldest.destroy();
     }
+    const current = this.unauthenticated.get(key);
     if ((current ?? 0) >= this.options.perAddressMax) {
       this.options.onRefused(key, 'per_address');
       socket.destroy();
