@@ -14,6 +14,22 @@ import type { WorkerConfig } from './worker-config.js';
 
 const quiet = { info: () => {}, warn: () => {}, error: () => {} };
 
+/** A supervisor of test/helpers/startup-worker.js in `dir`, with `overrides` */
+function supervisorFor(dir: string, overrides: Partial<ConstructorParameters<typeof Supervisor>[0]> = {}): Supervisor {
+  return new Supervisor({
+    program: fileURLToPath(new URL('../../test/helpers/startup-worker.js', import.meta.url)),
+    programArgs: [dir],
+    secretHex: '00',
+    readyTimeoutMs: 30_000,
+    restartBackoffMs: 100,
+    restartBackoffMaxMs: 1_000,
+    restartWindowMs: 1_000,
+    stdout: 'ignore',
+    log: quiet,
+    ...overrides,
+  });
+}
+
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
@@ -25,17 +41,7 @@ const alive = (pid: number) => {
 
 test('close stops the children still starting, not only the ready ones', async () => {
   const dir = tempDirectory('kvfence-supervisor-');
-  const supervisor = new Supervisor({
-    program: fileURLToPath(new URL('../../test/helpers/startup-worker.js', import.meta.url)),
-    programArgs: [dir],
-    secretHex: '00',
-    readyTimeoutMs: 30_000,
-    restartBackoffMs: 100,
-    restartBackoffMaxMs: 1_000,
-    restartWindowMs: 1_000,
-    stdout: 'ignore',
-    log: quiet,
-  });
+  const supervisor = supervisorFor(dir);
   const config = (name: string) => ({ name }) as unknown as WorkerConfig;
   const pidOf = (name: string) => Number(readFileSync(join(dir, `${name}.pid`), 'utf8'));
   await supervisor.start(config('ready'));
@@ -67,18 +73,7 @@ test('a restart whose process cannot be started (no file handles, no processes) 
     setImmediate(() => child.emit('error', Object.assign(new Error('spawn EMFILE'), { code: 'EMFILE' })));
     return child;
   };
-  const supervisor = new Supervisor({
-    program: fileURLToPath(new URL('../../test/helpers/startup-worker.js', import.meta.url)),
-    programArgs: [dir],
-    secretHex: '00',
-    readyTimeoutMs: 30_000,
-    restartBackoffMs: 20,
-    restartBackoffMaxMs: 100,
-    restartWindowMs: 1_000,
-    stdout: 'ignore',
-    log,
-    fork: failing,
-  });
+  const supervisor = supervisorFor(dir, { restartBackoffMs: 20, restartBackoffMaxMs: 100, log, fork: failing });
   try {
     await supervisor.start({ name: 'ready' } as unknown as WorkerConfig);
     failures = 3; // a child without its IPC channel (EMFILE), a throw (ENOMEM), the first again; then starts work
@@ -96,15 +91,9 @@ test('a restart whose process cannot be started (no file handles, no processes) 
 test('once the server stops, a worker that exits is not started again (a Ctrl-C reaches every worker too)', async () => {
   const dir = tempDirectory('kvfence-supervisor-');
   const infos: string[] = [];
-  const supervisor = new Supervisor({
-    program: fileURLToPath(new URL('../../test/helpers/startup-worker.js', import.meta.url)),
-    programArgs: [dir],
-    secretHex: '00',
-    readyTimeoutMs: 30_000,
+  const supervisor = supervisorFor(dir, {
     restartBackoffMs: 10,
     restartBackoffMaxMs: 100,
-    restartWindowMs: 1_000,
-    stdout: 'ignore',
     log: { ...quiet, info: (_: object, message: string) => infos.push(message) },
   });
   try {

@@ -143,6 +143,8 @@ export class CompletionRun {
     const { parsed, ctx } = this;
     if (parsed.model !== ctx.model.id)
       throw new KvfenceError('model_not_found', `The model '${parsed.model}' does not exist`, 'model');
+    // the output grammar's check before the prompt's tokens: on the tokenizer thread, bounded per tenant
+    await ctx.model.encoder.checkGrammars(parsed.grammarChecks, this.tenant);
     const { prompt, maxTokens } = await this.promptAndMaxTokens();
     // I2: what can never fit is rejected here, before any reservation. A default length of no tokens at all is n's
     // doing, not the prompt's, when the prompt fits: checkChoicesFit names n then

@@ -4,7 +4,12 @@
  * a 400 too, as OpenAI answers them. vLLM's sampling extras are accepted under their vLLM names.
  */
 import type { ChatMessage, ChatToolCall } from '../model/chat-template.js';
-import { constraintGrammar, type OutputConstraint } from '../structured/grammar-cache.js';
+import {
+  checkSchemaSize,
+  type GrammarCheck,
+  type OutputConstraint,
+  SCHEMA_PARAM,
+} from '../structured/grammar-cache.js';
 import { checkJsonDepth } from '../structured/json-schema.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
@@ -35,6 +40,8 @@ export interface ParsedRequest {
   sampling: SamplingOptions;
   /** what the output must be: response_format, or the arguments of a forced tool call */
   constraint: OutputConstraint | undefined;
+  /** the grammar builds that check it, for the tokenizer thread (checkGrammars: seconds of work, off the event loop) */
+  grammarChecks: readonly GrammarCheck[];
   /** chat: the tools and the tool choice */
   tools: ToolRequest | undefined;
   /** completions: the prompt's text comes first in the output */
@@ -137,39 +144,52 @@ export function parseCompletionRequest(raw: unknown, vocabSize: number): ParsedR
   };
 }
 
-/** response_format: text (nothing to enforce), json_object, or json_schema checked now (a 400 naming the keyword). */
-function parseResponseFormat(value: unknown): OutputConstraint | undefined {
+/**
+ * response_format: text (nothing to enforce), json_object, or json_schema, whose schema's size is checked now and its
+ * grammar built later, off the event loop (a 400 naming the keyword either way).
+ */
+function parseResponseFormat(value: unknown): ConstrainedOutput | undefined {
   if (value === undefined || value === null) return undefined;
   const param = 'response_format';
   if (!isBody(value)) throw bad('response_format must be an object', param);
   switch (value['type']) {
     case 'text':
       return undefined;
-    case 'json_object': {
-      const constraint: OutputConstraint = { kind: 'json_object' };
-      constraintGrammar(constraint);
-      return constraint;
-    }
+    case 'json_object':
+      return { constraint: { kind: 'json_object' }, checks: [] };
     case 'json_schema': {
       const spec = value['json_schema'];
       if (!isBody(spec) || !isBody(spec['schema']))
         throw bad('response_format.json_schema must be {"name": …, "schema": {…}}', 'response_format.json_schema');
       const constraint: OutputConstraint = { kind: 'json_schema', schema: spec['schema'] };
-      constraintGrammar(constraint);
-      return constraint;
+      checkSchemaSize(constraint.schema, SCHEMA_PARAM);
+      return { constraint, checks: [{ constraint, param: SCHEMA_PARAM }] };
     }
     default:
       throw bad('response_format.type must be text, json_object or json_schema', 'response_format.type');
   }
 }
 
+/** An output constraint and the grammar builds that check it */
+type ConstrainedOutput = { constraint: OutputConstraint; checks: readonly GrammarCheck[] };
+
 function common(
   body: Body,
   vocabSize: number,
-  constraint: OutputConstraint | undefined,
+  output: ConstrainedOutput | undefined,
 ): Pick<
   ParsedRequest,
-  'model' | 'temperature' | 'topP' | 'seed' | 'stop' | 'stream' | 'includeUsage' | 'sampling' | 'constraint' | 'n'
+  | 'model'
+  | 'temperature'
+  | 'topP'
+  | 'seed'
+  | 'stop'
+  | 'stream'
+  | 'includeUsage'
+  | 'sampling'
+  | 'constraint'
+  | 'grammarChecks'
+  | 'n'
 > {
   const model = body['model'];
   if (typeof model !== 'string' || model === '') throw bad('model is required', 'model');
@@ -191,11 +211,11 @@ function common(
   optional(body, 'user', (v): v is string => typeof v === 'string', 'a string'); // accepted (OpenAI's), not used
   const stop = parseStop(body['stop']);
   // a stop sequence could cut the document short and still report "stop": never a silently invalid answer
-  if (constraint !== undefined && stop.length > 0)
+  if (output !== undefined && stop.length > 0)
     throw bad('stop sequences cannot be combined with response_format or a forced tool call', 'stop');
   const sampling = parseSamplingOptions(body, vocabSize);
   // the same for stop tokens: one the document's grammar allows as text would end it, unfinished, as "stop"
-  if (constraint !== undefined && sampling.stopTokenIds.length > 0)
+  if (output !== undefined && sampling.stopTokenIds.length > 0)
     throw bad('stop_token_ids cannot be combined with response_format or a forced tool call', 'stop_token_ids');
   return {
     model,
@@ -206,7 +226,8 @@ function common(
     stream,
     includeUsage,
     sampling,
-    constraint,
+    constraint: output?.constraint,
+    grammarChecks: output?.checks ?? [],
     n: optional(body, 'n', isInt(1, LIMITS.choicesMax), `an integer from 1 to ${LIMITS.choicesMax}`) ?? 1,
   };
 }

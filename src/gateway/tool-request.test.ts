@@ -31,9 +31,16 @@ test('a forced call’s arguments are an object: {} reads as any object, another
   const request = (parameters: object, tool_choice: unknown) =>
     parseToolRequest({ tools: [{ type: 'function', function: { name: 'f', parameters } }], tool_choice })!;
   const named = toolConstraint(request({}, { type: 'function', function: { name: 'f' } }));
-  assert.deepEqual(named, { kind: 'json_schema', schema: { type: 'object' } });
-  const required = toolConstraint(request({}, 'required')) as { schema: { $defs: Record<string, unknown> } };
-  assert.deepEqual(required.schema.$defs['t0'], { type: 'object' });
+  assert.deepEqual(named?.constraint, { kind: 'json_schema', schema: { type: 'object' } });
+  assert.deepEqual(named?.checks, [{ constraint: named?.constraint, param: 'tools[0].function.parameters' }]);
+  const required = toolConstraint(request({}, 'required'))!;
+  const schema = (required.constraint as { schema: { $defs: Record<string, unknown> } }).schema;
+  assert.deepEqual(schema.$defs['t0'], { type: 'object' });
+  // the combined grammar first (it covers each tool's), each tool's only to name the one at fault
+  assert.deepEqual(
+    required.checks.map((c) => c.param),
+    ['tools', 'tools[0].function.parameters'],
+  );
   for (const parameters of [{ type: ['object', 'null'] }, { anyOf: [{ type: 'string' }, { type: 'object' }] }])
     assert.throws(() => toolConstraint(request(parameters, 'required')), /must be an object schema/);
   assert.equal(toolConstraint(request({ type: 'string' }, 'auto')), undefined, 'auto constrains nothing');

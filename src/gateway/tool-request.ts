@@ -7,7 +7,7 @@
  *   named     exactly that function, the output constrained to its parameters: the output is the arguments.
  * The constrained forms always parse; their schemas are refused with a 400 naming the keyword like a response format.
  */
-import { checkSchemaSize, constraintGrammar, type OutputConstraint } from '../structured/grammar-cache.js';
+import { checkSchemaSize, type GrammarCheck, type OutputConstraint } from '../structured/grammar-cache.js';
 import { checkJsonDepth, JSON_DEPTH_MAX } from '../structured/json-schema.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
@@ -83,25 +83,32 @@ function parseToolChoice(value: unknown, names: ReadonlySet<string>): ToolChoice
   throw bad('tool_choice must be none, auto, required or {"type": "function", "function": {"name": …}}', 'tool_choice');
 }
 
-/** The output constraint a tool choice imposes (none for none/auto), checked like a response format. */
-export function toolConstraint(request: ToolRequest): OutputConstraint | undefined {
+/**
+ * The output constraint a tool choice imposes (none for none/auto), with the grammar builds that check it (run off the
+ * event loop: checkGrammars; a forced choice over many large tools cost the event loop seconds a request).
+ */
+export function toolConstraint(
+  request: ToolRequest,
+): { constraint: OutputConstraint; checks: GrammarCheck[] } | undefined {
   const { choice, tools } = request;
   if (choice.kind === 'named') {
     const index = tools.findIndex((t) => t.name === choice.name);
+    const param = `tools[${index}].function.parameters`;
     const constraint: OutputConstraint = { kind: 'json_schema', schema: argumentsSchema(tools[index]!, index) };
-    constraintGrammar(constraint, `tools[${index}].function.parameters`);
-    return constraint;
+    checkSchemaSize(constraint.schema, param);
+    return { constraint, checks: [{ constraint, param }] };
   }
   if (choice.kind !== 'required') return undefined;
   const constrained = tools.map((t, i) => ({ ...t, parameters: argumentsSchema(t, i) }));
   const constraint: OutputConstraint = { kind: 'json_schema', schema: toolCallsSchema(constrained, request.parallel) };
-  // the combined schema's size first (cheap), so that its bound also bounds the tools' own grammars built next
+  // the combined schema's size now (cheap), which bounds every tool's own too; its grammar covers theirs, which are
+  // built only to name the tool at fault
   checkSchemaSize(constraint.schema, 'tools');
-  constrained.forEach((t, i) => {
-    constraintGrammar({ kind: 'json_schema', schema: t.parameters }, `tools[${i}].function.parameters`);
-  });
-  constraintGrammar(constraint, 'tools');
-  return constraint;
+  const perTool = constrained.map((t, i) => ({
+    constraint: { kind: 'json_schema' as const, schema: t.parameters },
+    param: `tools[${i}].function.parameters`,
+  }));
+  return { constraint, checks: [{ constraint, param: 'tools' }, ...perTool] };
 }
 
 /**

@@ -1,6 +1,7 @@
 /** The tokenizer thread of encoder-thread.ts: reads the tokenizer and chat template from the model file's header. */
 import { workerData } from 'node:worker_threads';
 import { chatPromptTokens } from '../gateway/prompt-length.js';
+import { checkGrammars } from '../structured/grammar-cache.js';
 import { serveThreadCalls } from '../util/thread-calls.js';
 import { parseChatTemplate } from './chat-template.js';
 import type { EncodeCall } from './encoder-thread.js';
@@ -16,6 +17,10 @@ const template = source === undefined ? undefined : parseChatTemplate(source);
 
 serveThreadCalls('encoder-thread-main', (call: EncodeCall) => {
   if (call.kind === 'text') return tokenizer.encode(call.text, call.options);
+  if (call.kind === 'grammar') {
+    checkGrammars(call.checks);
+    return [];
+  }
   if (template === undefined) throw new Error('a chat prompt for a model without a chat template');
   return chatPromptTokens(template, tokenizer, call);
 });

@@ -1,5 +1,6 @@
 /**
- * Tokenization off the event loop: one long prompt must not freeze every tenant's requests (DESIGN I11). A text of
+ * Tokenization off the event loop: one long prompt must not freeze every tenant's requests (DESIGN I11). Nor may one
+ * request's output grammar, built here as its check too (checkGrammars). A text of
  * up to INLINE_CHARS is encoded inline (about a millisecond); a longer one goes to a worker thread holding its own
  * copy of the tokenizer, read from the same GGUF file, so the event loop keeps serving while it runs. So does a chat
  * prompt that is more than a few short messages: its chat template renders there too (thousands of one-character
@@ -13,16 +14,25 @@
  * tenant sending long prompts in a loop cannot fill the queue and turn other tenants' prompts into 503s.
  */
 import type { ChatCall } from '../gateway/prompt-length.js';
+import { constraintGrammar, type GrammarCheck } from '../structured/grammar-cache.js';
 import { ThreadCalls } from '../util/thread-calls.js';
 import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 
 /** a text this long or shorter is tokenized inline (about a millisecond) */
 export const INLINE_CHARS = 2048;
+/** a grammar this cheap to build (steps of its construction) is checked inline (a millisecond or two) */
+export const INLINE_GRAMMAR_WORK = 50_000;
 const QUEUE_MAX = 64;
 const PER_TENANT_MAX = 4;
 
-/** One text for the thread, or a chat prompt to render through the chat template and tokenize there. */
-export type EncodeCall = { kind: 'text'; text: string; options: EncodeOptions } | ({ kind: 'chat' } & ChatCall);
+/**
+ * One text for the thread, a chat prompt to render through the chat template and tokenize there, or a request's
+ * output grammars to build as its check (checkGrammars: no ids come back).
+ */
+export type EncodeCall =
+  | { kind: 'text'; text: string; options: EncodeOptions }
+  | ({ kind: 'chat' } & ChatCall)
+  | { kind: 'grammar'; checks: readonly GrammarCheck[] };
 
 export class EncoderThread {
   private readonly calls: ThreadCalls<EncodeCall, number[]>;
@@ -56,6 +66,25 @@ export class EncoderThread {
   /** `tenant`'s chat prompt's ids (prompt-length.ts chatPromptTokens), rendered and tokenized on the thread. */
   encodeChat(call: ChatCall, tenant: string): Promise<number[]> {
     return this.calls.call({ kind: 'chat', ...call }, tenant);
+  }
+
+  /**
+   * `tenant`'s request's output grammars built as its check (grammar-cache.ts checkGrammars). The first, which covers
+   * the rest, is tried inline within INLINE_GRAMMAR_WORK steps (a real schema: about a millisecond); one that needs
+   * more, or fails, goes to the thread, where each may take up to LIMITS.grammarWorkMax (~0.1–0.2 s) and the rest
+   * name the field at fault: a large schema or many forced tools held every tenant's streams for seconds when all of
+   * it ran on the event loop. Rejects with the check's 400, or the thread's 429 and 503 bounds.
+   */
+  async checkGrammars(checks: readonly GrammarCheck[], tenant: string): Promise<void> {
+    const first = checks[0];
+    if (first === undefined) return;
+    try {
+      constraintGrammar(first.constraint, first.param, INLINE_GRAMMAR_WORK);
+      return;
+    } catch {
+      // the thread says why, with the whole budget, naming the field
+    }
+    await this.calls.call({ kind: 'grammar', checks }, tenant);
   }
 
   close(): Promise<void> {

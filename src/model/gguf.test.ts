@@ -24,6 +24,21 @@ import { tokenizerFromGguf } from './tokenizer.js';
 
 const dir = tempDirectory();
 
+/** A file of `tensors` and one more, `huge.weight`, of 1 TiB: a sparse file (nothing of it is on the disk) */
+function withHugeTensor(name: string, metadata: GgufMetadata, tensors: GgufTensor[]): string {
+  const huge: GgufTensor = { name: 'huge.weight', dtype: 'f32', dims: [8, 1], data: new Float32Array(8) };
+  const path = sampleFile(name, metadata, [...tensors, huge]);
+  const bytes = readFileSync(path);
+  const dimsAt = bytes.lastIndexOf(Buffer.from('huge.weight')) + 'huge.weight'.length + 4;
+  bytes.writeBigUInt64LE(BigInt(2 ** 18), dimsAt);
+  bytes.writeBigUInt64LE(BigInt(2 ** 20), dimsAt + 8);
+  writeFileSync(path, bytes);
+  const fd = openSync(path, 'r+');
+  ftruncateSync(fd, bytes.length + 2 ** 40);
+  closeSync(fd);
+  return path;
+}
+
 function sampleFile(name: string, metadata?: GgufMetadata, tensors?: GgufTensor[]): string {
   const path = join(dir, name);
   const model = makeTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 3 });
@@ -236,17 +251,7 @@ test('a header refused for its architecture or tokenizer is refused before any w
   cases[1][1].set('tokenizer.ggml.model', { type: 'string', value: 'bert' });
   for (const [name, metadata, pattern] of cases) {
     // one 1 TiB tensor in a sparse file: allocating (or reading) it first failed with V8's RangeError instead
-    const path = sampleFile(`huge-${name}.gguf`, metadata, [
-      { name: 'huge.weight', dtype: 'f32', dims: [8, 1], data: new Float32Array(8) },
-    ]);
-    const bytes = readFileSync(path);
-    const dimsAt = bytes.lastIndexOf(Buffer.from('huge.weight')) + 'huge.weight'.length + 4;
-    bytes.writeBigUInt64LE(BigInt(2 ** 18), dimsAt);
-    bytes.writeBigUInt64LE(BigInt(2 ** 20), dimsAt + 8);
-    writeFileSync(path, bytes);
-    const fd = openSync(path, 'r+');
-    ftruncateSync(fd, bytes.length + 2 ** 40);
-    closeSync(fd);
+    const path = withHugeTensor(`huge-${name}.gguf`, metadata, []);
     assert.equal(readGgufHeader(path).tensors[0]!.byteSize, 2 ** 40);
     assert.throws(
       () => loadModel(path),
@@ -331,19 +336,13 @@ test('a tensor missing or of the wrong shape is refused from the header, before 
     ],
   ];
   for (const [name, change, pattern] of cases) {
-    const tensors = model.tensors.map(change).filter((t) => t !== undefined);
     // beside them one 1 TiB tensor in a sparse file: allocating (or reading) it first failed with a RangeError, or
     // read it all before the refusal
-    tensors.push({ name: 'huge.weight', dtype: 'f32', dims: [8, 1], data: new Float32Array(8) });
-    const path = sampleFile(`table-${name}.gguf`, model.metadata, tensors);
-    const bytes = readFileSync(path);
-    const dimsAt = bytes.lastIndexOf(Buffer.from('huge.weight')) + 'huge.weight'.length + 4;
-    bytes.writeBigUInt64LE(BigInt(2 ** 18), dimsAt);
-    bytes.writeBigUInt64LE(BigInt(2 ** 20), dimsAt + 8);
-    writeFileSync(path, bytes);
-    const fd = openSync(path, 'r+');
-    ftruncateSync(fd, bytes.length + 2 ** 40);
-    closeSync(fd);
+    const path = withHugeTensor(
+      `table-${name}.gguf`,
+      model.metadata,
+      model.tensors.map(change).filter((t) => t !== undefined),
+    );
     assert.throws(
       () => loadModel(path),
       (e: unknown) => e instanceof KvfenceError && e.code === 'invalid_model_file' && pattern.test(e.message),

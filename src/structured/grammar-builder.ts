@@ -116,8 +116,10 @@ export class GrammarBuilder {
     return this.rules.length - 1;
   }
 
-  build(rootRule: number): Grammar {
-    return new Determinizer(this.byteEdges, this.epsEdges, this.callEdges, this.rules, this.param).run(rootRule);
+  /** The grammar, its construction bounded by `workMax` steps (a 400 past it). */
+  build(rootRule: number, workMax: number = LIMITS.grammarWorkMax): Grammar {
+    const { byteEdges, epsEdges, callEdges, rules, param } = this;
+    return new Determinizer(byteEdges, epsEdges, callEdges, rules, param, workMax).run(rootRule);
   }
 
   private fragment(): Fragment {
@@ -148,7 +150,7 @@ function tooLarge(param: string): KvfenceError {
 
 /** Subset construction, rule by rule, into one global numbering of DFA and string states. */
 class Determinizer {
-  /** steps of the subset construction so far (NFA states and edges visited), against LIMITS.grammarWorkMax */
+  /** steps of the subset construction so far (NFA states and edges visited), against workMax */
   private work = 0;
   private readonly ranges: number[][] = []; // per DFA state: lo, hi, to, …
   private readonly calls: number[][] = []; // per DFA state: rule, return, …
@@ -163,6 +165,7 @@ class Determinizer {
     private readonly callEdges: number[][],
     private readonly rules: RuleDef[],
     private readonly param: string,
+    private readonly workMax: number,
   ) {}
 
   run(rootRule: number): Grammar {
@@ -278,7 +281,7 @@ class Determinizer {
    */
   private spend(steps: number): void {
     this.work += steps;
-    if (this.work > LIMITS.grammarWorkMax) {
+    if (this.work > this.workMax) {
       throw new KvfenceError(
         'invalid_request_error',
         `${this.param}: the schema is too complex to compile (too many optional properties or anyOf branches open ` +

@@ -19,11 +19,36 @@ export type OutputConstraint = { kind: 'json_object' } | { kind: 'json_schema'; 
 
 export const SCHEMA_PARAM = 'response_format.json_schema.schema';
 
-/** The constraint's grammar, or a 400 KvfenceError naming what is not supported. No vocabulary needed. */
-export function constraintGrammar(constraint: OutputConstraint, param = SCHEMA_PARAM): Grammar {
+/**
+ * The constraint's grammar, or a 400 KvfenceError naming what is not supported (or the schema too complex: past
+ * `workMax` steps of its construction, LIMITS.grammarWorkMax unless given). No vocabulary needed.
+ */
+export function constraintGrammar(constraint: OutputConstraint, param = SCHEMA_PARAM, workMax?: number): Grammar {
   if (constraint.kind === 'json_object') return jsonObjectGrammar(param);
   checkSchemaSize(constraint.schema, param);
-  return schemaGrammar(normalizeSchema(constraint.schema, param), param);
+  return schemaGrammar(normalizeSchema(constraint.schema, param), param, workMax);
+}
+
+/** A constraint whose grammar must build before a request is served, and the request field it came from */
+export interface GrammarCheck {
+  constraint: OutputConstraint;
+  param: string;
+}
+
+/**
+ * Builds each check's grammar, for its 400 alone (the engine compiles its own): the first covers the rest, which are
+ * built only when it fails, to name the field at fault (the first of them that fails; else the first's own error).
+ * Up to LIMITS.grammarWorkMax each: the gateway runs this on its tokenizer thread, never on its event loop.
+ */
+export function checkGrammars(checks: readonly GrammarCheck[]): void {
+  const [first, ...rest] = checks;
+  if (first === undefined) return;
+  try {
+    constraintGrammar(first.constraint, first.param);
+  } catch (error) {
+    for (const check of rest) constraintGrammar(check.constraint, check.param);
+    throw error;
+  }
 }
 
 /** A schema's nesting and its size as JSON, both bounded before anything is built from it */

@@ -13,11 +13,11 @@ import type { NormalizedSchema, ObjectProperty, SchemaNode } from './json-schema
 const INTEGER_DIGITS_MAX = 15;
 const FRACTION_DIGITS_MAX = 15;
 
-export function schemaGrammar(schema: NormalizedSchema, param: string): Grammar {
+export function schemaGrammar(schema: NormalizedSchema, param: string, workMax?: number): Grammar {
   const b = new GrammarBuilder(param);
   const writer = new SchemaWriter(b, schema);
   const root = b.rule('root', () => writer.value(schema.root));
-  return b.build(root);
+  return b.build(root, workMax);
 }
 
 /** Any JSON object (response_format json_object). */

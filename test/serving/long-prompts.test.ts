@@ -8,6 +8,7 @@ import { chatPromptTokens } from '../../src/gateway/prompt-length.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
 import { parseChatTemplate } from '../../src/model/chat-template.js';
 import { EncoderThread } from '../../src/model/encoder-thread.js';
+import { SCHEMA_PARAM } from '../../src/structured/grammar-cache.js';
 import { whileTicking } from '../helpers/event-loop-ticks.js';
 import { loadTestModel } from '../helpers/models.js';
 import { post, SERVING_MODEL, startTestServer } from './serve-helpers.js';
@@ -63,6 +64,35 @@ test('the tokenizer thread: the same ids as inline, while the event loop keeps r
     assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms of tokenizing`);
     // short texts are encoded inline, the same way
     assert.deepEqual(await thread.encode('short', {}, 't'), model.tokenizer.encode('short', {}));
+  } finally {
+    await thread.close();
+  }
+});
+
+test('a schema whose grammar is costly is checked on the thread, the loop running; a real one inline', async () => {
+  // 64 forced tools of 150 optional properties each cost the event loop ~1.9 s a request; one connection sending them
+  // took every tenant's first token from ~20 ms to ~4 s
+  const model = loadTestModel(SERVING_MODEL);
+  const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
+  const object = (n: number) => ({
+    type: 'object',
+    properties: Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, { type: 'string' }])),
+  });
+  const check = (schema: object, param: string) => ({ constraint: { kind: 'json_schema' as const, schema }, param });
+  try {
+    const costly = [check(object(80), 'tools'), check(object(80), 'tools[0].function.parameters')];
+    const { ticks, ms } = await whileTicking(() => thread.checkGrammars(costly, 't'));
+    assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms of building`);
+    // a bad one is the same 400 as inline, naming the field the thread found at fault
+    const bad = [check(object(1), 'tools'), check({ type: 'string', format: 'email' }, 'tools[0].function.parameters')];
+    bad[0]!.constraint.schema = { anyOf: [object(1), { type: 'string', format: 'email' }] };
+    await assert.rejects(thread.checkGrammars(bad, 't'), (e: unknown) => {
+      const error = e as { code: string; param: string };
+      return error.code === 'invalid_request_error' && error.param === 'tools[0].function.parameters';
+    });
+    // a real one never goes to the thread: a closed thread would refuse it
+    await thread.close();
+    await thread.checkGrammars([check(object(5), SCHEMA_PARAM)], 't');
   } finally {
     await thread.close();
   }
