@@ -102,7 +102,7 @@ export function toolConstraint(
   const constrained = tools.map((t, i) => ({ ...t, parameters: argumentsSchema(t, i) }));
   const constraint: OutputConstraint = { kind: 'json_schema', schema: toolCallsSchema(constrained, request.parallel) };
   // the combined schema's size now (cheap), which bounds every tool's own too; its grammar covers theirs, which are
-  // built only to name the tool at fault
+  // read (not built) only to name the tool at fault
   checkSchemaSize(constraint.schema, 'tools');
   const perTool = constrained.map((t, i) => ({
     constraint: { kind: 'json_schema' as const, schema: t.parameters },

@@ -71,7 +71,7 @@ export class EncoderThread {
   /**
    * `tenant`'s request's output grammars built as its check (grammar-cache.ts checkGrammars). The first, which covers
    * the rest, is tried inline within INLINE_GRAMMAR_WORK steps (a real schema: about a millisecond); one that needs
-   * more, or fails, goes to the thread, where each may take up to LIMITS.grammarWorkMax (~0.1–0.2 s) and the rest
+   * more, or fails, goes to the thread, where it may take up to LIMITS.grammarWorkMax (~0.1–0.2 s) and the rest
    * name the field at fault: a large schema or many forced tools held every tenant's streams for seconds when all of
    * it ran on the event loop. Rejects with the check's 400, or the thread's 429 and 503 bounds.
    */

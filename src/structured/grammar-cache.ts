@@ -36,9 +36,11 @@ export interface GrammarCheck {
 }
 
 /**
- * Builds each check's grammar, for its 400 alone (the engine compiles its own): the first covers the rest, which are
- * built only when it fails, to name the field at fault (the first of them that fails; else the first's own error).
- * Up to LIMITS.grammarWorkMax each: the gateway runs this on its tokenizer thread, never on its event loop.
+ * Builds the first check's grammar, for its 400 alone (the engine compiles its own): it covers the rest, whose schemas
+ * are only read (normalized, not built) when it fails, to name the field at fault (the first of them refused; else the
+ * first's own error). At most LIMITS.grammarWorkMax of building a request, however many checks: the gateway runs this
+ * on its tokenizer thread, where each tenant's turns are bounded, and a failed forced choice over many tools must not
+ * build each tool's grammar (~0.1–0.2 s each) before it answers.
  */
 export function checkGrammars(checks: readonly GrammarCheck[]): void {
   const [first, ...rest] = checks;
@@ -46,7 +48,11 @@ export function checkGrammars(checks: readonly GrammarCheck[]): void {
   try {
     constraintGrammar(first.constraint, first.param);
   } catch (error) {
-    for (const check of rest) constraintGrammar(check.constraint, check.param);
+    for (const { constraint, param } of rest) {
+      if (constraint.kind === 'json_object') continue;
+      checkSchemaSize(constraint.schema, param);
+      normalizeSchema(constraint.schema, param);
+    }
     throw error;
   }
 }
