@@ -142,7 +142,7 @@ export function announcedForwardPass(
  * Times one pass of PROBE_TOKENS synthetic tokens (fewer if the context is shorter) and the token drawn from it, over a
  * pool of its own that no request ever sees. Cold (the weights' first touch), so the bound it gives is generous.
  */
-export function probePassMs(model: ForwardModel, backend: Backend, layout: KvLayout): { tokens: number; ms: number } {
+function probePassMs(model: ForwardModel, backend: Backend, layout: KvLayout): { tokens: number; ms: number } {
   const { contextLength, vocabSize } = model.config;
   const tokens = Math.max(1, Math.min(PROBE_TOKENS, contextLength - 1));
   const pool = new PagePool(layout, pagesForTokens(layout, tokens + 1));

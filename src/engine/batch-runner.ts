@@ -131,12 +131,16 @@ export class BatchRunner {
     }
   }
 
-  /** Runs `change`; when it gave batch slots back, the owner admits next (a microtask: once its events are out). */
+  /**
+   * Runs `change`; when it gave batch slots back, an owner that admits does so next (a microtask: once its events are
+   * out). Without one (the colocated engine admits in its own steps) nothing is counted.
+   */
   private slotsFreed(change: () => EngineEvent[]): EngineEvent[] {
+    const admit = this.admitter;
+    if (admit === undefined) return change();
     const before = this.engine.runningSlots();
     const events = change();
-    const admit = this.admitter;
-    if (admit !== undefined && this.engine.runningSlots() < before) queueMicrotask(admit);
+    if (this.engine.runningSlots() < before) queueMicrotask(admit);
     return events;
   }
 

@@ -5,6 +5,7 @@
  */
 import type { ChatMessage, ChatToolCall } from '../model/chat-template.js';
 import {
+  type ConstrainedOutput,
   checkSchemaSize,
   type GrammarCheck,
   type OutputConstraint,
@@ -169,9 +170,6 @@ function parseResponseFormat(value: unknown): ConstrainedOutput | undefined {
       throw bad('response_format.type must be text, json_object or json_schema', 'response_format.type');
   }
 }
-
-/** An output constraint and the grammar builds that check it */
-type ConstrainedOutput = { constraint: OutputConstraint; checks: readonly GrammarCheck[] };
 
 function common(
   body: Body,

@@ -7,7 +7,7 @@
  *   named     exactly that function, the output constrained to its parameters: the output is the arguments.
  * The constrained forms always parse; their schemas are refused with a 400 naming the keyword like a response format.
  */
-import { checkSchemaSize, type GrammarCheck, type OutputConstraint } from '../structured/grammar-cache.js';
+import { type ConstrainedOutput, checkSchemaSize, type OutputConstraint } from '../structured/grammar-cache.js';
 import { checkJsonDepth, JSON_DEPTH_MAX } from '../structured/json-schema.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
@@ -87,9 +87,7 @@ function parseToolChoice(value: unknown, names: ReadonlySet<string>): ToolChoice
  * The output constraint a tool choice imposes (none for none/auto), with the grammar builds that check it (run off the
  * event loop: checkGrammars; a forced choice over many large tools cost the event loop seconds a request).
  */
-export function toolConstraint(
-  request: ToolRequest,
-): { constraint: OutputConstraint; checks: GrammarCheck[] } | undefined {
+export function toolConstraint(request: ToolRequest): ConstrainedOutput | undefined {
   const { choice, tools } = request;
   if (choice.kind === 'named') {
     const index = tools.findIndex((t) => t.name === choice.name);

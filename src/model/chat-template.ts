@@ -84,7 +84,7 @@ export const CHAT_TEMPLATE_PROBE_MS_MAX = 250;
  * PROBE_HEAP_MB: a template that loops for hours, or allocates until V8 aborts the process, is refused at load
  * instead of hanging or ending the server. The time is the process's whole life, node's start included.
  */
-export const CHAT_TEMPLATE_PROBE_PROCESS_MS = 10_000;
+const CHAT_TEMPLATE_PROBE_PROCESS_MS = 10_000;
 const PROBE_HEAP_MB = 256;
 const PROBE_CONVERSATION: readonly ChatMessage[] = [
   { role: 'system', content: 'You are a helpful assistant.' },

@@ -21,7 +21,7 @@ import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 /** a text this long or shorter is tokenized inline (about a millisecond) */
 export const INLINE_CHARS = 2048;
 /** a grammar this cheap to build (steps of its construction) is checked inline (a millisecond or two) */
-export const INLINE_GRAMMAR_WORK = 50_000;
+const INLINE_GRAMMAR_WORK = 50_000;
 const QUEUE_MAX = 64;
 const PER_TENANT_MAX = 4;
 

@@ -35,6 +35,12 @@ export interface GrammarCheck {
   param: string;
 }
 
+/** An output constraint and the grammar builds that check it (the first covers the rest: checkGrammars) */
+export interface ConstrainedOutput {
+  constraint: OutputConstraint;
+  checks: readonly GrammarCheck[];
+}
+
 /**
  * Builds the first check's grammar, for its 400 alone (the engine compiles its own): it covers the rest, whose schemas
  * are only read (normalized, not built) when it fails, to name the field at fault (the first of them refused; else the
