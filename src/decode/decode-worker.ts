@@ -17,6 +17,7 @@ import { poolStats } from '../cluster/pool-stats.js';
 import { checkFits, validateRequest } from '../engine/admission.js';
 import type { BatchRunner } from '../engine/batch-runner.js';
 import { choiceRequest, pagesOfRequest, tailPages } from '../engine/choice-group.js';
+import { GrammarWaits } from '../engine/grammar-waits.js';
 import type { GenerationSink } from '../engine/inference-worker.js';
 import type { GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
 import type { SequenceSampler } from '../engine/sequence-sampler.js';
@@ -87,10 +88,12 @@ interface Held {
 export class DecodeWorker {
   private readonly held = new Map<string, Held>();
   private readonly queue: Held[] = [];
+  private readonly waits: GrammarWaits;
   private transferring = 0;
   private closed = false;
 
   constructor(private readonly options: DecodeWorkerOptions) {
+    this.waits = new GrammarWaits(options.runner.engine.config.grammars, options.queueTimeoutMs);
     options.runner.engine.admitOutside((tenant) => this.transferSlots(tenant));
     options.runner.admitWhenSlotsFree(() => this.admit());
   }
@@ -99,25 +102,37 @@ export class DecodeWorker {
     return this.options.provenContext;
   }
 
-  /** Step 1: queue the request for its pages; its ticket (or its failure) goes to `link`. */
+  /**
+   * Step 1: queue the request for its pages, once its output grammar is built (GrammarWaits: off this thread, where
+   * the batch steps); its ticket (or its failure) goes to `link`.
+   */
   reserve(request: GenerationRequest, link: DecodeRequestLink): void {
-    let pagesNeeded: number;
-    let samplers: SequenceSampler[];
+    const failed = (error: KvfenceError) => link.end({ kind: 'failed', error });
     try {
       if (this.closed) throw new KvfenceError('worker_unavailable', 'the decode worker is shutting down');
       validateRequest(request, this.options); // I2 again (defence in depth): the same 400 the gateway gives
       // ids are made by the gateway and unique; a duplicate is refused, never merged (DESIGN §6)
-      if (this.held.has(request.id))
+      if (this.held.has(request.id) || this.waits.has(request.id))
         throw new KvfenceError('invalid_argument', `request id ${request.id} is already in use here`);
-      const { engine } = this.options.runner;
-      const choices = request.choices ?? 1;
-      if (choices > this.options.runningMax)
+      if ((request.choices ?? 1) > this.options.runningMax)
         throw new KvfenceError(
           'invalid_request_error',
           `n above this worker's batch (${this.options.runningMax})`,
           'n',
         );
-      samplers = Array.from({ length: choices }, (_, c) => engine.samplerFor(choiceRequest(request, c)));
+      this.waits.whenReady(request, () => this.queueUp(request, link), failed, link.origin);
+    } catch (error) {
+      failed(asKvfenceError(error));
+    }
+  }
+
+  /** Queues a valid request whose grammar (if any) is cached: its samplers now, its pages when admitted. */
+  private queueUp(request: GenerationRequest, link: DecodeRequestLink): void {
+    let pagesNeeded: number;
+    let samplers: SequenceSampler[];
+    try {
+      const { engine } = this.options.runner;
+      samplers = Array.from({ length: request.choices ?? 1 }, (_, c) => engine.samplerFor(choiceRequest(request, c)));
       pagesNeeded = pagesOfRequest(request, this.options.pool.layout.pageSize);
       checkFits(pagesNeeded, this.options.pool.pageCount, request.tenantKvPagesMax, 'decode');
       if (this.queue.length >= this.options.waitingMax)
@@ -155,6 +170,7 @@ export class DecodeWorker {
 
   /** Step 5: the gateway cancels; the request's pages are scrubbed and free before this returns. */
   cancel(requestId: string): void {
+    if (this.waits.withdraw(requestId)) return;
     const h = this.held.get(requestId);
     if (h === undefined) return;
     this.drop(h);
@@ -163,6 +179,7 @@ export class DecodeWorker {
 
   /** Everything a control connection started: cancelled when that gateway goes away. */
   cancelAll(origin: object): void {
+    this.waits.withdrawFrom(origin);
     for (const h of [...this.held.values()]) if (h.link.origin === origin) this.drop(h);
     this.admit();
   }
@@ -197,6 +214,7 @@ export class DecodeWorker {
   async close(): Promise<void> {
     this.closed = true;
     const error = new KvfenceError('worker_unavailable', 'the decode worker is shutting down');
+    this.waits.failAll(error);
     for (const h of [...this.held.values()]) {
       this.drop(h);
       h.link.end({ kind: 'failed', error });

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { config, model, request } from '../../test/helpers/engine-run.js';
+import { costlyConstraint, whileTicking } from '../../test/helpers/event-loop-ticks.js';
 import { forwardFor } from '../../test/helpers/models.js';
+import { grammarCacheFor } from '../structured/grammar-cache.js';
 import { KvfenceError } from '../util/errors.js';
 import { BatchRunner } from './batch-runner.js';
 import { Engine } from './engine.js';
@@ -44,4 +46,48 @@ test('a sink that throws on a token ends its request as failed, once, and its pa
   assert.equal(runner.engine.hasWork, false);
   assert.equal(forward.pool.checkConservation().free, 64);
   runner.close(new KvfenceError('worker_unavailable', 'done'));
+});
+
+test('a response format’s grammar is built off the step loop; a request waiting for it cancels and closes cleanly', async () => {
+  const forward = forwardFor(model, 64, 16);
+  const quiet = { info: () => {}, warn: () => {}, error: () => {} };
+  const engine = new Engine(config({ grammars: grammarCacheFor(model.tokenizer) }), forward);
+  const runner = new BatchRunner({ engine, onIncident: () => {}, log: quiet, now: Date.now });
+  // built where the engine steps, every tenant's next token waited for it
+  const { inlineMs } = costlyConstraint('warm');
+  const constrained = (id: string) => ({ ...request(id, 't', 5, 8), constraint: costlyConstraint(id).constraint });
+  const ends: GenerationEnd[] = [];
+  const sink = (resolve?: () => void) => ({
+    onToken: () => {},
+    onEnd: (end: GenerationEnd) => {
+      ends.push(end);
+      resolve?.();
+    },
+  });
+  try {
+    const costly = constrained('costly');
+    const { longestGapMs } = await whileTicking(
+      () => new Promise<void>((resolve) => runner.submit(costly, sink(resolve))),
+    );
+    assert.ok(
+      longestGapMs < inlineMs / 2,
+      `the loop stalled ${longestGapMs.toFixed(0)} ms (a build: ${inlineMs.toFixed(0)} ms)`,
+    );
+    assert.notEqual(ends[0]?.kind, 'failed', JSON.stringify(ends[0]));
+    // cancelled while its grammar is built: nothing reaches its sink, nothing reaches the engine
+    runner.submit(constrained('cancelled'), sink());
+    runner.cancel('cancelled');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(ends.length, 1);
+    assert.equal(engine.hasWork, false);
+    runner.submit(constrained('closing'), sink());
+    runner.close(new KvfenceError('worker_unavailable', 'shutting down'));
+    assert.deepEqual(
+      ends.slice(1).map((e) => (e.kind === 'failed' ? e.error.code : e.kind)),
+      ['worker_unavailable'],
+    );
+    assert.equal(forward.pool.checkConservation().free, 64);
+  } finally {
+    runner.close(new KvfenceError('worker_unavailable', 'done'));
+  }
 });

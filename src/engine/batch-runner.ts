@@ -5,10 +5,12 @@
  * to the log. A sink that throws (a broken socket) cancels its own request only: a token it could not take ends the
  * request as failed (its owner hears it and lets go of its own record), an ending it could not take is logged.
  */
+import { assert } from '../util/assert.js';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { LogSink } from '../util/log.js';
 import type { AdmissionCandidate } from './admission.js';
 import type { Engine, TransferredChoices, TransferredSequence } from './engine.js';
+import { GrammarWaits } from './grammar-waits.js';
 import type { GenerationSink } from './inference-worker.js';
 import type { EngineEvent, GenerationRequest, IsolationIncident } from './request.js';
 import { StepLoop } from './step-loop.js';
@@ -25,6 +27,7 @@ export class BatchRunner {
   readonly engine: Engine;
   private readonly sinks = new Map<string, GenerationSink>();
   private readonly loop: StepLoop<EngineEvent>;
+  private readonly waits: GrammarWaits;
   private closed = false;
   /** an owner's admission, run when batch slots came back (slotsFreed) */
   private admitter: (() => void) | undefined;
@@ -32,6 +35,7 @@ export class BatchRunner {
   constructor(private readonly options: BatchRunnerOptions) {
     const engine = options.engine;
     this.engine = engine;
+    this.waits = new GrammarWaits(engine.config.grammars, engine.config.queueTimeoutMs);
     const steps = {
       get hasWork() {
         return engine.hasWork;
@@ -50,11 +54,21 @@ export class BatchRunner {
     this.admitter = admit;
   }
 
-  /** Queues a request (see Engine.submit: throws with nothing reserved). */
+  /**
+   * Queues a request (see Engine.submit: throws with nothing reserved), once its output grammar is built off this
+   * thread (GrammarWaits): a refusal then reaches its sink.
+   */
   submit(request: GenerationRequest, sink: GenerationSink): void {
-    this.engine.submit(request, this.options.now());
-    this.sinks.set(request.id, sink);
-    this.loop.kick();
+    assert(!this.waits.has(request.id), `request id ${request.id} is already in use`);
+    this.waits.whenReady(
+      request,
+      () => {
+        this.engine.submit(request, this.options.now());
+        this.sinks.set(request.id, sink);
+        this.loop.kick();
+      },
+      (error) => this.call(request.id, () => sink.onEnd({ kind: 'failed', error })),
+    );
   }
 
   /** A request whose prompt KV arrived by a verified transfer joins the batch (see Engine.adoptTransferred). */
@@ -79,6 +93,7 @@ export class BatchRunner {
 
   /** Its pages are scrubbed and free before this returns; its sink hears nothing more. */
   cancel(requestId: string): void {
+    if (this.waits.withdraw(requestId)) return;
     this.sinks.delete(requestId);
     this.engine.cancel(requestId);
   }
@@ -101,7 +116,9 @@ export class BatchRunner {
     if (this.closed) return;
     this.closed = true;
     this.loop.stop();
+    this.waits.failAll(error);
     this.deliver(this.engine.abortAll(error));
+    void this.engine.config.grammars?.close();
   }
 
   private deliver(events: readonly EngineEvent[]): void {

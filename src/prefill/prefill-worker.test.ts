@@ -4,10 +4,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { config, model, request } from '../../test/helpers/engine-run.js';
+import { costlyConstraint, whileTicking } from '../../test/helpers/event-loop-ticks.js';
 import { forwardFor } from '../../test/helpers/models.js';
 import { expectTransfer, makeWorld, SECRET } from '../../test/transfer/harness.js';
 import { PrefillEngine } from '../engine/prefill-engine.js';
 import type { GenerationEnd, IsolationIncident } from '../engine/request.js';
+import { grammarCacheFor, type OutputConstraint } from '../structured/grammar-cache.js';
 import { createPageChecksum } from '../transfer/page-checksum.js';
 import { TransferError } from '../transfer/transfer-error.js';
 import { systemClock } from '../util/clock.js';
@@ -27,7 +29,8 @@ class StaleTableEngine extends PrefillEngine {
 
 const quiet = { info: () => {}, warn: () => {}, error: () => {} };
 
-test('a job whose pages fail the I3 check at send time: an incident, the job failed, the decode side told at once', async () => {
+/** A prefill worker over `Engine` (a pool of 64 pages of the transfer harness's size) and a decode side to send to. */
+async function startWorker(Engine: typeof PrefillEngine) {
   const pageSize = 4; // the transfer harness's page size
   const forward = forwardFor(model, 64, pageSize);
   const transport = new MemoryTransport({
@@ -40,8 +43,9 @@ test('a job whose pages fail the I3 check at send time: an incident, the job fai
   const checksum = await createPageChecksum();
   const decode = await makeWorld(transport, checksum, { pageBytes: forward.pool.layout.bytesPerPage });
   const incidents: IsolationIncident[] = [];
+  const settings = config({ prefillChunkTokens: 64, stepTokenBudget: 64, grammars: grammarCacheFor(model.tokenizer) });
   const worker = new PrefillWorker({
-    engine: new StaleTableEngine(config({ prefillChunkTokens: 64, stepTokenBudget: 64 }), forward, undefined),
+    engine: new Engine(settings, forward, undefined),
     pool: forward.pool,
     prefixCache: undefined,
     transport,
@@ -52,6 +56,11 @@ test('a job whose pages fail the I3 check at send time: an incident, the job fai
     onIncident: (incident) => incidents.push(incident),
     log: quiet,
   });
+  return { forward, decode, incidents, worker };
+}
+
+test('a job whose pages fail the I3 check at send time: an incident, the job failed, the decode side told at once', async () => {
+  const { decode, incidents, worker } = await startWorker(StaleTableEngine);
   try {
     const job = request('r1', 'tenant-a', 10, 4);
     const { handle } = expectTransfer(decode, job.id, job.promptTokens.length);
@@ -76,4 +85,34 @@ test('a job whose pages fail the I3 check at send time: an incident, the job fai
     await worker.close();
     await decode.close();
   }
+});
+
+test('a job’s grammar is built off the step loop before it is computed; a cancel or a close finds a job waiting', async () => {
+  const { forward, decode, worker } = await startWorker(PrefillEngine);
+  const { inlineMs } = costlyConstraint('warm');
+  const [built, cancelled, closed] = ['built', 'cancelled', 'closed'].map((tag) => costlyConstraint(tag).constraint);
+  const ends = new Map<string, GenerationEnd>();
+  const job = (id: string, constraint: OutputConstraint, prefilled = () => {}) => {
+    const { handle } = expectTransfer(decode, id, 10);
+    const link = { origin: worker, prefilled, end: (end: GenerationEnd) => ends.set(id, end) };
+    worker.job({ ...request(id, 'tenant-a', 10, 4), constraint }, handle.ticket, decode.listener.address, link);
+    return handle;
+  };
+  try {
+    const { longestGapMs } = await whileTicking(() => new Promise<void>((resolve) => job('built', built, resolve)));
+    assert.ok(
+      longestGapMs < inlineMs / 2,
+      `the loop stalled ${longestGapMs.toFixed(0)} ms (a build: ${inlineMs.toFixed(0)} ms)`,
+    );
+    job('cancelled', cancelled);
+    worker.cancel('cancelled');
+    job('closed', closed);
+    assert.equal(worker.stats().waiting + worker.stats().running, 0, 'nothing computed while a grammar is built');
+  } finally {
+    await worker.close();
+    await decode.close();
+  }
+  assert.deepEqual([...ends.keys()], ['closed'], 'a cancelled job hears nothing; a close ends the one waiting');
+  assert.equal(ends.get('closed')?.kind, 'failed');
+  assert.equal(forward.pool.checkConservation().free, 64);
 });

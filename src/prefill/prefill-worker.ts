@@ -14,6 +14,7 @@
 
 import type { PoolStats } from '../cluster/control-protocol.js';
 import { poolStats } from '../cluster/pool-stats.js';
+import { GrammarWaits } from '../engine/grammar-waits.js';
 import type { PrefillEngine, PrefillEvent, Prefilled } from '../engine/prefill-engine.js';
 import type { GenerationEnd, GenerationRequest, IsolationIncident } from '../engine/request.js';
 import { StepLoop } from '../engine/step-loop.js';
@@ -68,12 +69,14 @@ interface Job {
 
 export class PrefillWorker {
   private readonly jobs = new Map<string, Job>();
+  private readonly waits: GrammarWaits;
   private readonly loop: StepLoop<PrefillEvent>;
   private closed = false;
   private readonly now: () => number;
 
   constructor(private readonly options: PrefillWorkerOptions) {
     this.now = options.now ?? Date.now;
+    this.waits = new GrammarWaits(options.engine.config.grammars, options.engine.config.queueTimeoutMs);
     this.loop = new StepLoop(options.engine, (events) => this.deliver(events), this.now);
   }
 
@@ -82,7 +85,7 @@ export class PrefillWorker {
   }
 
   job(request: GenerationRequest, ticket: TransferTicket, decodeAddress: string, link: PrefillRequestLink): void {
-    if (this.closed || this.jobs.has(request.id)) {
+    if (this.closed || this.jobs.has(request.id) || this.waits.has(request.id)) {
       const why = this.closed
         ? 'the prefill worker is shutting down'
         : `request id ${request.id} is already in use here`;
@@ -94,22 +97,32 @@ export class PrefillWorker {
     }
     const mismatch = ticketMismatch(request, ticket, this.options.pool);
     const job: Job = { request, ticket, decodeAddress, link, state: { name: 'computing' }, cancelled: false };
+    const failed = (error: KvfenceError) => {
+      link.end({ kind: 'failed', error });
+      if (mismatch === undefined) void this.abortAtDecode(job, error);
+    };
     try {
       if (mismatch !== undefined)
         throw new KvfenceError('kv_transfer_failed', `the ticket does not fit this job: ${mismatch}`);
-      this.options.engine.submit(request, this.now());
+      // its output grammar is built off this thread, where the engine steps (GrammarWaits), before it is computed
+      this.waits.whenReady(
+        request,
+        () => {
+          this.options.engine.submit(request, this.now());
+          this.jobs.set(request.id, job);
+          this.loop.kick();
+        },
+        failed,
+        link.origin,
+      );
     } catch (error) {
-      const e = asKvfenceError(error);
-      link.end({ kind: 'failed', error: e });
-      if (mismatch === undefined) void this.abortAtDecode(job, e);
-      return;
+      failed(asKvfenceError(error));
     }
-    this.jobs.set(request.id, job);
-    this.loop.kick();
   }
 
   /** The gateway cancels: computing → pages freed now; sending → ABORT, pages freed when the send settles. */
   cancel(requestId: string): void {
+    if (this.waits.withdraw(requestId)) return;
     const job = this.jobs.get(requestId);
     if (job === undefined) return;
     job.cancelled = true;
@@ -123,6 +136,7 @@ export class PrefillWorker {
   }
 
   cancelAll(origin: object): void {
+    this.waits.withdrawFrom(origin);
     for (const job of [...this.jobs.values()]) if (job.link.origin === origin) this.cancel(job.request.id);
   }
 
@@ -143,9 +157,10 @@ export class PrefillWorker {
   async close(): Promise<void> {
     this.closed = true;
     this.loop.stop();
-    this.deliver(
-      this.options.engine.abortAll(new KvfenceError('worker_unavailable', 'the prefill worker is shutting down')),
-    );
+    const error = new KvfenceError('worker_unavailable', 'the prefill worker is shutting down');
+    this.waits.failAll(error);
+    void this.options.engine.config.grammars?.close();
+    this.deliver(this.options.engine.abortAll(error));
     for (const job of this.jobs.values())
       if (job.state.name === 'sending')
         job.state.sender?.abort('worker_unavailable', 'the prefill worker is shutting down');

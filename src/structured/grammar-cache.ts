@@ -10,6 +10,7 @@ import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { CompiledGrammar } from './compiled-grammar.js';
 import type { Grammar } from './grammar.js';
+import { GrammarThread } from './grammar-thread.js';
 import { checkJsonDepth, normalizeSchema } from './json-schema.js';
 import { jsonObjectGrammar, schemaGrammar } from './schema-grammar.js';
 import { TokenIndex, type VocabularySource } from './token-index.js';
@@ -63,6 +64,13 @@ export function checkGrammars(checks: readonly GrammarCheck[]): void {
   }
 }
 
+/** The cache's key: the tenant's own entry for the constraint (a schema's nesting is checked before it is written). */
+function keyOf(constraint: OutputConstraint, tenant: string): string {
+  if (constraint.kind === 'json_object') return `${tenant}\0json_object`;
+  checkJsonDepth(constraint.schema, SCHEMA_PARAM);
+  return `${tenant}\0schema:${JSON.stringify(constraint.schema)}`;
+}
+
 /** A schema's nesting and its size as JSON, both bounded before anything is built from it */
 export function checkSchemaSize(schema: unknown, param: string): void {
   checkJsonDepth(schema, param);
@@ -81,6 +89,7 @@ export class GrammarCache {
   private readonly entries = new Map<string, { tenant: string; compiled: CompiledGrammar }>();
   private readonly tenantEntries = new Map<string, number>();
   private indexNow: TokenIndex | undefined;
+  private thread: GrammarThread | undefined;
 
   constructor(
     private readonly makeIndex: () => TokenIndex,
@@ -93,18 +102,50 @@ export class GrammarCache {
     return this.indexNow;
   }
 
-  /** `tenant`'s compiled grammar for `constraint`: its own cached one, or a new one. */
+  /**
+   * `tenant`'s compiled grammar for `constraint`: its own cached one, or a new one built here. An engine builds none
+   * (GrammarWaits, engine/grammar-waits.ts, has it built on the grammar thread first), only tests do.
+   */
   compile(constraint: OutputConstraint, tenant: string): CompiledGrammar {
-    if (constraint.kind === 'json_schema') checkJsonDepth(constraint.schema, SCHEMA_PARAM);
-    const what = constraint.kind === 'json_object' ? 'json_object' : `schema:${JSON.stringify(constraint.schema)}`;
-    const key = `${tenant}\0${what}`;
+    const key = keyOf(constraint, tenant);
     const cached = this.entries.get(key);
     if (cached !== undefined) {
       this.entries.delete(key); // re-inserted: most recently used last
       this.entries.set(key, cached);
       return cached.compiled;
     }
-    const compiled = new CompiledGrammar(constraintGrammar(constraint), this.index);
+    return this.insert(key, tenant, constraintGrammar(constraint));
+  }
+
+  /**
+   * Has `tenant`'s grammar for `constraint` built off this thread (grammar-thread.ts) and cached, then calls `done`
+   * (with the build's error when it failed; never at once), so that `compile` finds it if called before anything else
+   * runs. Undefined when it is cached already (`done` is not called); else a function that withdraws the call. Throws
+   * (nothing queued) past the thread's bounds.
+   */
+  prepare(
+    constraint: OutputConstraint,
+    tenant: string,
+    timeoutMs: number,
+    done: (error?: KvfenceError) => void,
+  ): (() => void) | undefined {
+    const key = keyOf(constraint, tenant);
+    if (this.entries.has(key)) return undefined;
+    this.thread ??= new GrammarThread();
+    return this.thread.build(key, tenant, constraint, timeoutMs, (result) => {
+      if (result instanceof KvfenceError) return done(result);
+      if (!this.entries.has(key)) this.insert(key, tenant, result);
+      done();
+    });
+  }
+
+  /** Ends the grammar thread, if one was started. */
+  async close(): Promise<void> {
+    await this.thread?.close();
+  }
+
+  private insert(key: string, tenant: string, grammar: Grammar): CompiledGrammar {
+    const compiled = new CompiledGrammar(grammar, this.index);
     if ((this.tenantEntries.get(tenant) ?? 0) >= this.perTenant) this.evict((e) => e.tenant === tenant);
     else if (this.entries.size >= this.capacity) this.evict(() => true);
     this.entries.set(key, { tenant, compiled });
