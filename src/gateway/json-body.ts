@@ -6,12 +6,14 @@
  * and at most PER_TENANT_MAX of one tenant's at a time (more: 429), so a tenant uploading in a loop cannot fill the
  * thread's queue and turn other tenants' large requests into 503s.
  * The parse is fastify's own (secure-json-parse, refusing `__proto__` and `constructor.prototype` keys); a body that
- * is not JSON is a 400.
+ * is not JSON is a 400. The route's reader (body-readers.ts) reads it where it was parsed, so only what the route
+ * uses comes back from the thread.
  */
 import { Buffer } from 'node:buffer';
 import secureJson from 'secure-json-parse';
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import { ThreadCalls } from '../util/thread-calls.js';
+import { type BodyModel, type BodyReader, readBody, readerOf } from './body-readers.js';
 
 const INLINE_BYTES = 64 * 1024;
 const QUEUE_MAX = 32;
@@ -32,13 +34,28 @@ export function parseJsonBody(body: Uint8Array): unknown {
   }
 }
 
-export class JsonBodyParser {
-  private readonly calls: ThreadCalls<Uint8Array, unknown>;
+/** A body for the thread: its bytes, and the reader of its route (body-readers.ts) if it has one. */
+export interface BodyCall {
+  bytes: Uint8Array;
+  reader: BodyReader | undefined;
+}
 
-  constructor(timeoutMs: number) {
+/** The body's value as its route reads it (a ReadBody), or the parsed JSON for a route without a reader. */
+export function readJsonBody(call: BodyCall, model: BodyModel): unknown {
+  const value = parseJsonBody(call.bytes);
+  return call.reader === undefined ? value : readBody(call.reader, value, model);
+}
+
+export class JsonBodyParser {
+  private readonly calls: ThreadCalls<BodyCall, unknown>;
+
+  constructor(
+    timeoutMs: number,
+    private readonly model: BodyModel,
+  ) {
     this.calls = new ThreadCalls(
       new URL('./json-body-main.js', import.meta.url),
-      undefined,
+      model,
       {
         thread: 'the request body thread',
         busy: (n) => `${n} large request bodies are already being parsed`,
@@ -53,12 +70,16 @@ export class JsonBodyParser {
     );
   }
 
-  /** `tenant`'s `body`'s value; a large body is handed to the thread, so the caller must not use it afterwards. */
-  async parse(body: Buffer, tenant: string): Promise<unknown> {
-    if (body.length <= INLINE_BYTES) return parseJsonBody(body);
+  /**
+   * `tenant`'s `body`'s value, read by `route`'s reader (readJsonBody); a large body is handed to the thread, so the
+   * caller must not use it afterwards.
+   */
+  async parse(body: Buffer, tenant: string, route: string | undefined): Promise<unknown> {
+    const reader = readerOf(route);
+    if (body.length <= INLINE_BYTES) return readJsonBody({ bytes: body, reader }, this.model);
     // a body that owns its whole buffer moves to the thread; one sharing a pooled buffer is copied out first
     const bytes = body.byteOffset === 0 && body.byteLength === body.buffer.byteLength ? body : new Uint8Array(body);
-    return this.calls.call(bytes, tenant, [bytes.buffer as ArrayBuffer]);
+    return this.calls.call({ bytes, reader }, tenant, [bytes.buffer as ArrayBuffer]);
   }
 
   close(): Promise<void> {

@@ -24,6 +24,7 @@ import Fastify, {
 import type { InferenceWorker } from '../engine/inference-worker.js';
 import { KvfenceError } from '../util/errors.js';
 import type { AdminToken } from './admin-token.js';
+import { bodyAs } from './body-readers.js';
 import { CompletionRun, type CompletionRunClass, type GatewayContext } from './completion-run.js';
 import { ConnectionGuard } from './connection-guard.js';
 import { isDashboardRoute, registerDashboardRoutes } from './dashboard-routes.js';
@@ -38,7 +39,6 @@ import {
 } from './http-limits.js';
 import { JsonBodyParser } from './json-body.js';
 import { GatewayMetrics, type RequestOutcome } from './metrics.js';
-import { type ParsedRequest, parseChatRequest, parseCompletionRequest } from './schemas.js';
 import type { ServedModel } from './served-model.js';
 import { TenantGate } from './tenant-gate.js';
 import type { TenantDirectory } from './tenants.js';
@@ -87,7 +87,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
     // fastify's own per-request lines come before authentication, so they could not carry the tenant; ours do
     logController: new LogController({ disableRequestLogging: true }),
   });
-  const bodies = new JsonBodyParser(BODY_PARSE_TIMEOUT_MS);
+  const bodies = new JsonBodyParser(BODY_PARSE_TIMEOUT_MS, { id: model.id, vocabSize: model.vocabSize });
   app.addHook('onClose', () => Promise.all([model.encoder.close(), bodies.close()]));
   const guard = new ConnectionGuard({
     perAddressMax: options.http.unauthConnectionsPerAddress,
@@ -122,7 +122,7 @@ export function buildGateway(options: GatewayOptions): Gateway {
   // JSON bodies as fastify parses them, but a large one off the event loop, bounded per tenant (json-body.ts)
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request: FastifyRequest, body: Buffer) =>
-    bodies.parse(body, tenantOf.get(request) ?? ''),
+    bodies.parse(body, tenantOf.get(request) ?? '', request.routeOptions.url),
   );
 
   // before the body is read (the content-type parser runs after onRequest): a stranger's upload is never parsed
@@ -154,17 +154,15 @@ export function buildGateway(options: GatewayOptions): Gateway {
     return tenant;
   };
 
-  const completion =
-    (parse: (body: unknown, vocabSize: number) => ParsedRequest) =>
-    async (request: FastifyRequest, reply: FastifyReply) => {
-      const tenant = authenticate(request);
-      const parsed = parse(request.body, model.vocabSize);
-      await new Run(ctx, parsed, tenant, reply, request.log.child({ tenant })).run();
-      return reply;
-    };
+  const completion = (reader: 'chat' | 'completion') => async (request: FastifyRequest, reply: FastifyReply) => {
+    const tenant = authenticate(request);
+    const parsed = bodyAs(request.body, reader); // read where the body was parsed (body-readers.ts)
+    await new Run(ctx, parsed, tenant, reply, request.log.child({ tenant })).run();
+    return reply;
+  };
 
-  app.post('/v1/chat/completions', completion(parseChatRequest));
-  app.post('/v1/completions', completion(parseCompletionRequest));
+  app.post('/v1/chat/completions', completion('chat'));
+  app.post('/v1/completions', completion('completion'));
   registerTokenizeRoutes(app, model, () => options.context, authenticate);
 
   const modelCard = () => ({

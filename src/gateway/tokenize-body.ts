@@ -1,0 +1,70 @@
+/** The bodies of vLLM's POST /tokenize and POST /detokenize, validated (tokenize-routes.ts serves them). */
+
+import type { ChatMessage } from '../model/chat-template.js';
+import { KvfenceError } from '../util/errors.js';
+import { parseMessages } from './schemas.js';
+import { parseToolRequest } from './tool-request.js';
+
+type Body = Record<string, unknown>;
+
+const TOKENIZE_FIELDS = new Set([
+  'model',
+  'prompt',
+  'messages',
+  'add_special_tokens',
+  'add_generation_prompt',
+  'tools',
+  'return_token_strs',
+]);
+
+export type TokenizeBody = (
+  | { kind: 'messages'; messages: ChatMessage[]; tools: unknown[] | undefined }
+  | { kind: 'prompt'; prompt: string; addSpecial: boolean }
+) & { returnTokenStrs: boolean };
+
+function bad(message: string, param: string): KvfenceError {
+  return new KvfenceError('invalid_request_error', message, param);
+}
+
+function bodyOf(raw: unknown, fields: ReadonlySet<string>, modelId: string): Body {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw bad('the request body must be a JSON object', 'body');
+  const body = raw as Body;
+  for (const key of Object.keys(body))
+    if (!fields.has(key)) throw bad(`Unrecognized request argument supplied: ${key}`, key);
+  const name = body['model'];
+  if (name !== undefined && name !== null && name !== modelId)
+    throw new KvfenceError('model_not_found', `The model '${String(name)}' does not exist`, 'model');
+  return body;
+}
+
+function flag(body: Body, field: string, fallback: boolean): boolean {
+  const v = body[field] ?? fallback;
+  if (typeof v !== 'boolean') throw bad(`${field} must be a boolean`, field);
+  return v;
+}
+
+export function readTokenizeBody(raw: unknown, modelId: string): TokenizeBody {
+  const body = bodyOf(raw, TOKENIZE_FIELDS, modelId);
+  const returnTokenStrs = flag(body, 'return_token_strs', false);
+  if (body['messages'] !== undefined) {
+    if (body['prompt'] !== undefined) throw bad('give prompt or messages, not both', 'prompt');
+    if (!flag(body, 'add_generation_prompt', true))
+      throw bad('add_generation_prompt false is not supported', 'add_generation_prompt');
+    const tools = parseToolRequest({ tools: body['tools'] ?? undefined });
+    const messages = parseMessages(body['messages']);
+    return { kind: 'messages', messages, tools: tools?.tools.map((t) => t.definition), returnTokenStrs };
+  }
+  const prompt = body['prompt'];
+  if (typeof prompt !== 'string') throw bad('prompt must be a string', 'prompt');
+  if (body['tools'] !== undefined) throw bad('tools need messages', 'tools');
+  return { kind: 'prompt', prompt, addSpecial: flag(body, 'add_special_tokens', true), returnTokenStrs };
+}
+
+/** The ids to decode; the context bound is the route's (it may change with the workers). */
+export function readDetokenizeBody(raw: unknown, model: { id: string; vocabSize: number }): number[] {
+  const tokens = bodyOf(raw, new Set(['model', 'tokens']), model.id)['tokens'];
+  if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < model.vocabSize))
+    throw bad('tokens must be an array of token ids of the vocabulary', 'tokens');
+  return tokens as number[];
+}
