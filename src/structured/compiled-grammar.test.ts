@@ -4,7 +4,7 @@ import { tokenizerFromGguf } from '../model/tokenizer.js';
 import { buildTestVocabulary } from '../model/vocab-build.js';
 import { SeededRandom } from '../util/random.js';
 import { hasBit } from './compiled-grammar.js';
-import { GrammarCache, type OutputConstraint } from './grammar-cache.js';
+import { GrammarCache, grammarCacheFor, type OutputConstraint } from './grammar-cache.js';
 import { GrammarMatcher } from './grammar-matcher.js';
 import { TokenIndex } from './token-index.js';
 
@@ -71,6 +71,13 @@ describe('token masks', () => {
       assert.ok(finished > 0, 'some walks finish their document');
     });
   }
+
+  it('a worker’s cache has its token index and every string scan before its first response format', () => {
+    // built at the first response format, on the engine's thread, they held every stream for 0.4–1.3 s (128k tokens)
+    const tokenizer = tokenizerFromGguf(buildTestVocabulary({ kind: 'gpt2', pre: 'smollm', vocabSize: 700, seed: 3 }));
+    const cache = grammarCacheFor(tokenizer);
+    assert.equal(cache.index.scannedStrings, 14, 'every sub-state inside a string');
+  });
 
   it('end-of-generation is for the caller once the document may end; the cache reuses compiled grammars', () => {
     const tokenizer = tokenizerFromGguf(buildTestVocabulary({ kind: 'gpt2', pre: 'smollm', vocabSize: 600, seed: 1 }));

@@ -79,9 +79,15 @@ export function checkSchemaSize(schema: unknown, param: string): void {
     throw new KvfenceError('invalid_request_error', `${param}: at most ${LIMITS.schemaBytesMax} bytes of JSON`, param);
 }
 
-/** A worker's cache; its token index is built on the first response format (no cost for servers that never see one). */
+/**
+ * A worker's cache, its token index and string scans built now, before the worker serves: built at the first response
+ * format, on the engine's thread, they held every tenant's stream for 0.4–1.3 s with a real vocabulary (Llama 3's
+ * 128k tokens, Qwen 3's 152k). They cost that once at start and ~20 MB.
+ */
 export function grammarCacheFor(vocab: VocabularySource): GrammarCache {
-  return new GrammarCache(() => new TokenIndex(vocab));
+  const index = new TokenIndex(vocab);
+  index.scanStrings();
+  return new GrammarCache(() => index);
 }
 
 export class GrammarCache {

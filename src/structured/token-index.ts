@@ -76,6 +76,16 @@ export class TokenIndex {
     return this.offsets[id + 1]! - this.offsets[id]!;
   }
 
+  /** Computes every string sub-state's scan now (grammar-cache.ts: before a worker serves). */
+  scanStrings(): void {
+    for (let sub = SUB.OPEN + 1; sub < SUB.CLOSED; sub++) this.stringScan(sub);
+  }
+
+  /** Sub-states whose scan is computed */
+  get scannedStrings(): number {
+    return this.scans.filter((scan) => scan !== undefined).length;
+  }
+
   /** How every token reads from `sub` (computed on first use, then kept: 6 bytes per token per sub-state). */
   stringScan(sub: number): StringScan {
     assert(sub > SUB.OPEN && sub < SUB.CLOSED, 'string scans start inside a string');
