@@ -137,12 +137,12 @@ export class GrammarCache {
   ): (() => void) | undefined {
     const key = keyOf(constraint, tenant);
     if (this.entries.has(key)) return undefined;
-    this.thread ??= new GrammarThread();
-    return this.thread.build(key, tenant, constraint, timeoutMs, (result) => {
-      if (result instanceof KvfenceError) return done(result);
-      if (!this.entries.has(key)) this.insert(key, tenant, result);
-      done();
+    this.thread ??= new GrammarThread((built, owner, grammar) => {
+      if (!this.entries.has(built)) this.insert(built, owner, grammar);
     });
+    return this.thread.build(key, tenant, constraint, timeoutMs, (result) =>
+      done(result instanceof KvfenceError ? result : undefined),
+    );
   }
 
   /** Ends the grammar thread, if one was started. */

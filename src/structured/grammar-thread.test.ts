@@ -22,7 +22,7 @@ function build(thread: GrammarThread, key: string, tenant: string, constraint: O
 }
 
 test('grammars are built on the thread, the loop running: the same tables as inline; a bad schema is its 400', async () => {
-  const thread = new GrammarThread();
+  const thread = new GrammarThread(() => {});
   try {
     const { constraint: costly, inlineMs } = costlyConstraint('k');
     const { value, longestGapMs } = await whileTicking(() => build(thread, 'k', 'a', costly, []));
@@ -49,7 +49,7 @@ test('grammars are built on the thread, the loop running: the same tables as inl
 });
 
 test('tenants take turns; the same grammar asked twice is built once; a withdrawn build never runs', async () => {
-  const thread = new GrammarThread();
+  const thread = new GrammarThread(() => {});
   try {
     const order: string[] = [];
     // a's first runs at once; a's backlog waits behind b's first, which waits for one build at most
@@ -75,7 +75,7 @@ test('tenants take turns; the same grammar asked twice is built once; a withdraw
 });
 
 test('bounds: a tenant’s queued builds (429), a waiter’s time (503); the thread is started again after a close', async () => {
-  const thread = new GrammarThread();
+  const thread = new GrammarThread(() => {});
   try {
     const pending = [build(thread, 'running', 'a', object(60), [])];
     for (let i = 0; i < 8; i++) pending.push(build(thread, `q${i}`, 'a', object(5, `q${i}_`), []));
@@ -90,6 +90,54 @@ test('bounds: a tenant’s queued builds (429), a waiter’s time (503); the thr
     await Promise.all(pending);
     await thread.close();
     assert.ok((await build(thread, 'again', 'a', object(3), [])) instanceof Grammar);
+  } finally {
+    await thread.close();
+  }
+});
+
+test('a tenant sending one schema at a time takes its turn, not every turn: a backlog is not starved', async () => {
+  const thread = new GrammarThread(() => {});
+  try {
+    const order: string[] = [];
+    const backlog = [1, 2, 3].map((i) => build(thread, `a${i}`, 'a', object(20, `a${i}_`), order));
+    // b and c each send their next schema when their last is built, while another build runs
+    const chain = async (tenant: string) => {
+      for (let i = 1; i <= 6; i++) await build(thread, `${tenant}${i}`, tenant, object(20, `${tenant}${i}_`), order);
+    };
+    await Promise.all([...backlog, chain('b'), chain('c')]);
+    assert.ok(order.indexOf('a3') < 8, `a's backlog ran within a few turns: ${order.join(' ')}`);
+  } finally {
+    await thread.close();
+  }
+});
+
+test('one tenant’s requests for one schema are bounded (429), so they cannot fill the thread’s queue for others', async () => {
+  const thread = new GrammarThread(() => {});
+  try {
+    const pending: Promise<unknown>[] = [];
+    const constraint = object(60, 'same_');
+    for (let i = 0; i < 64; i++) pending.push(build(thread, 'same', 'a', constraint, []));
+    assert.throws(
+      () => thread.build('same', 'a', constraint, 30_000, () => {}),
+      (e: unknown) => e instanceof KvfenceError && e.code === 'rate_limit_exceeded',
+    );
+    pending.push(build(thread, 'b', 'b', object(3, 'b_'), [])); // another tenant still gets in
+    await Promise.all(pending);
+    assert.equal(thread.built, 2);
+  } finally {
+    await thread.close();
+  }
+});
+
+test('a build whose requests all left still reaches the cache', async () => {
+  const cached: string[] = [];
+  const thread = new GrammarThread((key) => cached.push(key));
+  try {
+    const withdraw = thread.build('left', 'a', object(30, 'left_'), 30_000, () => assert.fail('withdrawn'));
+    await new Promise((resolve) => setTimeout(resolve, 20)); // running by now
+    withdraw();
+    await build(thread, 'after', 'a', object(3, 'after_'), []);
+    assert.deepEqual(cached, ['left', 'after']);
   } finally {
     await thread.close();
   }

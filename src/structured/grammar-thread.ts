@@ -5,10 +5,11 @@
  * them, one at a time, the tenants taking turns: a tenant with a backlog of schemas delays another's first one by one
  * build at most. Calls for a grammar already being built (the same tenant, the same constraint) share that build.
  *
- * Bounded: at most TENANT_BUILDS_MAX builds of one tenant are waiting (more: 429 at once) and at most WAITERS_MAX
- * requests in all (more: 503 at once); each request hears within its `timeoutMs` (else 503), and a build that runs
- * past BUILD_TIMEOUT_MS fails its requests with 503 and the thread is started again for the next. The thread starts
- * on the first build: a server that never sees a response format has none.
+ * Bounded: at most TENANT_BUILDS_MAX builds of one tenant are queued and TENANT_WAITERS_MAX of its requests wait
+ * (more: 429 at once), at most WAITERS_MAX requests in all (more: 503 at once); each request hears within its
+ * `timeoutMs` (else 503), and a build that runs past BUILD_TIMEOUT_MS fails its requests with 503 and the thread is
+ * started again for the next. A build whose requests all left still goes to the cache (`onBuilt`), so a retry finds
+ * it. The thread starts on the first build: a server that never sees a response format has none.
  */
 import { asKvfenceError, KvfenceError } from '../util/errors.js';
 import { ThreadCalls } from '../util/thread-calls.js';
@@ -16,6 +17,7 @@ import { Grammar, type GrammarTables } from './grammar.js';
 import type { OutputConstraint } from './grammar-cache.js';
 
 const TENANT_BUILDS_MAX = 8;
+const TENANT_WAITERS_MAX = 64;
 const WAITERS_MAX = 256;
 /** a build is bounded by its work (~0.25 s here); one this late means the thread is lost */
 const BUILD_TIMEOUT_MS = 30_000;
@@ -50,12 +52,20 @@ export class GrammarThread {
   private readonly builds = new Map<string, Build>();
   /** each tenant's queued builds, oldest first */
   private readonly queued = new Map<string, Build[]>();
-  /** when each tenant with builds queued or running last had one started */
+  /**
+   * when tenants last had a build started: kept after their builds run out (a tenant sending one schema at a time
+   * must not rank as new each time, ahead of a tenant whose backlog waits), dropped once older than every active
+   * tenant's, where it ranks as none would
+   */
   private readonly lastTurn = new Map<string, number>();
   private turnsTaken = 0;
   private running: Build | undefined;
   private waiting = 0;
+  private readonly tenantWaiting = new Map<string, number>();
   private buildsRun = 0;
+
+  /** `onBuilt(key, tenant, grammar)`: each grammar built, before its requests hear (they may all have left) */
+  constructor(private readonly onBuilt: (key: string, tenant: string, grammar: Grammar) => void) {}
 
   /**
    * Builds `tenant`'s grammar for `constraint` (`key` names the two) and calls `done` once with it, or with the build's
@@ -64,13 +74,12 @@ export class GrammarThread {
    */
   build(key: string, tenant: string, constraint: OutputConstraint, timeoutMs: number, done: BuildDone): () => void {
     let build = this.builds.get(key);
-    if (build === undefined) {
-      if ((this.queued.get(tenant)?.length ?? 0) >= TENANT_BUILDS_MAX)
-        throw new KvfenceError(
-          'rate_limit_exceeded',
-          `${TENANT_BUILDS_MAX} of your response formats are already waiting to be compiled; send the next when one is answered`,
-        );
-    }
+    const busy = (what: string) =>
+      new KvfenceError('rate_limit_exceeded', `${what}; send the next when one is answered`);
+    if (build === undefined && (this.queued.get(tenant)?.length ?? 0) >= TENANT_BUILDS_MAX)
+      throw busy(`${TENANT_BUILDS_MAX} of your response formats are already waiting to be compiled`);
+    if ((this.tenantWaiting.get(tenant) ?? 0) >= TENANT_WAITERS_MAX)
+      throw busy(`${TENANT_WAITERS_MAX} of your requests are already waiting for their response formats`);
     if (this.waiting >= WAITERS_MAX)
       throw new KvfenceError('server_overloaded', `${WAITERS_MAX} requests are waiting for their response formats`);
     if (build === undefined) {
@@ -88,7 +97,7 @@ export class GrammarThread {
       }, timeoutMs),
     };
     build.waiters.add(waiter);
-    this.waiting++;
+    this.count(tenant, +1);
     this.next();
     return () => {
       this.withdraw(build, waiter);
@@ -110,13 +119,12 @@ export class GrammarThread {
   private withdraw(build: Build, waiter: Waiter): boolean {
     if (!build.waiters.delete(waiter)) return false;
     clearTimeout(waiter.timer);
-    this.waiting--;
+    this.count(build.tenant, -1);
     if (build.waiters.size === 0 && build !== this.running) {
       this.builds.delete(build.key);
       const queued = this.queued.get(build.tenant)!.filter((b) => b !== build);
       if (queued.length === 0) this.queued.delete(build.tenant);
       else this.queued.set(build.tenant, queued);
-      this.forgetTurn(build.tenant);
     }
     return true;
   }
@@ -160,23 +168,41 @@ export class GrammarThread {
     );
   }
 
-  /** A tenant with nothing queued nor running gives up its place in the turns. */
-  private forgetTurn(tenant: string): void {
-    if (!this.queued.has(tenant) && this.running?.tenant !== tenant) this.lastTurn.delete(tenant);
+  /** Counts a tenant's waiting requests, and all. */
+  private count(tenant: string, change: 1 | -1): void {
+    this.waiting += change;
+    const now = (this.tenantWaiting.get(tenant) ?? 0) + change;
+    if (now === 0) this.tenantWaiting.delete(tenant);
+    else this.tenantWaiting.set(tenant, now);
+  }
+
+  /** Drops the turns older than every tenant with builds queued or running (they rank as none then). */
+  private pruneTurns(): void {
+    let oldest = Number.POSITIVE_INFINITY;
+    for (const tenant of this.queued.keys()) oldest = Math.min(oldest, this.lastTurn.get(tenant) ?? -1);
+    if (this.running !== undefined) oldest = Math.min(oldest, this.lastTurn.get(this.running.tenant) ?? -1);
+    for (const [tenant, turn] of this.lastTurn) if (turn < oldest) this.lastTurn.delete(tenant);
   }
 
   private finish(build: Build, result: Grammar | KvfenceError): void {
     this.buildsRun++;
     this.running = undefined;
     this.builds.delete(build.key);
-    this.forgetTurn(build.tenant);
     const waiters = [...build.waiters];
     for (const waiter of waiters) {
       clearTimeout(waiter.timer);
-      this.waiting--;
+      this.count(build.tenant, -1);
     }
     build.waiters.clear();
     this.next();
-    for (const waiter of waiters) waiter.done(result);
+    this.pruneTurns();
+    if (!(result instanceof KvfenceError)) this.onBuilt(build.key, build.tenant, result);
+    for (const waiter of waiters) {
+      try {
+        waiter.done(result);
+      } catch {
+        // `done` must not throw; one that does must not cost the others their ending
+      }
+    }
   }
 }
