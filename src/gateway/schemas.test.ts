@@ -55,3 +55,35 @@ test('max_tokens past the bound names the bound (it was "must be a positive inte
         e instanceof KvfenceError && e.param === field && /must be an integer from 1 to 1048576/.test(e.message),
     );
 });
+
+test('what a chat body brings back from the body thread is bounded: tool definitions and history arguments', () => {
+  const refused = (body: Record<string, unknown>, param: string, message: RegExp) =>
+    assert.throws(
+      () => parseChatRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...body }, 600),
+      (e: unknown) => e instanceof KvfenceError && e.param === param && message.test(e.message),
+    );
+  // with tool_choice auto a definition went to the template as sent, a junk field of 490k objects with it
+  const junk = Array.from({ length: 100_000 }, () => ({}));
+  refused(
+    { tools: [{ type: 'function', function: { name: 'f', parameters: {}, junk } }] },
+    'tools[0]',
+    /bytes of JSON/,
+  );
+  const call = (i: number, args: unknown) => ({
+    id: `c${i}`,
+    type: 'function',
+    function: { name: 'f', arguments: JSON.stringify(args) },
+  });
+  const history = (args: unknown[]) => [
+    { role: 'user', content: 'hi' },
+    { role: 'assistant', content: null, tool_calls: args.map((a, i) => call(i, a)) },
+  ];
+  // the arguments of all calls together: 40,000 objects and arrays at most
+  const part = { a: Array.from({ length: 15_000 }, () => ({})) };
+  assert.doesNotThrow(() => parseChatRequest({ model: 'm', messages: history([part, part]) }, 600));
+  refused(
+    { messages: history([part, part, part]) },
+    'messages[1].tool_calls[2].function.arguments',
+    /more than 40000 objects and arrays/,
+  );
+});

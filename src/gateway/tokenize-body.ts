@@ -17,10 +17,17 @@ const TOKENIZE_FIELDS = new Set([
   'return_token_strs',
 ]);
 
+/** `returnTokenStrs` undefined: not a boolean, refused after the prompt is tokenized (as its errors come first) */
 export type TokenizeBody = (
   | { kind: 'messages'; messages: ChatMessage[]; tools: unknown[] | undefined }
   | { kind: 'prompt'; prompt: string; addSpecial: boolean }
-) & { returnTokenStrs: boolean };
+) & { returnTokenStrs: boolean | undefined };
+
+/** The ids to decode, or (`tokens` undefined) how many there were when some are not ids of the vocabulary. */
+export interface DetokenizeBody {
+  count: number;
+  tokens: number[] | undefined;
+}
 
 function bad(message: string, param: string): KvfenceError {
   return new KvfenceError('invalid_request_error', message, param);
@@ -46,7 +53,8 @@ function flag(body: Body, field: string, fallback: boolean): boolean {
 
 export function readTokenizeBody(raw: unknown, modelId: string): TokenizeBody {
   const body = bodyOf(raw, TOKENIZE_FIELDS, modelId);
-  const returnTokenStrs = flag(body, 'return_token_strs', false);
+  const strs = body['return_token_strs'] ?? false;
+  const returnTokenStrs = typeof strs === 'boolean' ? strs : undefined;
   if (body['messages'] !== undefined) {
     if (body['prompt'] !== undefined) throw bad('give prompt or messages, not both', 'prompt');
     if (!flag(body, 'add_generation_prompt', true))
@@ -61,10 +69,12 @@ export function readTokenizeBody(raw: unknown, modelId: string): TokenizeBody {
   return { kind: 'prompt', prompt, addSpecial: flag(body, 'add_special_tokens', true), returnTokenStrs };
 }
 
-/** The ids to decode; the context bound is the route's (it may change with the workers). */
-export function readDetokenizeBody(raw: unknown, model: { id: string; vocabSize: number }): number[] {
+export const NOT_TOKEN_IDS = 'tokens must be an array of token ids of the vocabulary';
+
+/** The ids to decode; the context bound, checked first, is the route's (it may change with the workers). */
+export function readDetokenizeBody(raw: unknown, model: { id: string; vocabSize: number }): DetokenizeBody {
   const tokens = bodyOf(raw, new Set(['model', 'tokens']), model.id)['tokens'];
-  if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < model.vocabSize))
-    throw bad('tokens must be an array of token ids of the vocabulary', 'tokens');
-  return tokens as number[];
+  if (!Array.isArray(tokens)) throw bad(NOT_TOKEN_IDS, 'tokens');
+  const ids = tokens.every((t) => Number.isInteger(t) && t >= 0 && t < model.vocabSize);
+  return { count: tokens.length, tokens: ids ? (tokens as number[]) : undefined };
 }

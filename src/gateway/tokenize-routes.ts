@@ -11,6 +11,7 @@ import { KvfenceError } from '../util/errors.js';
 import { bodyAs } from './body-readers.js';
 import { encodeClientText, promptTokens, type ServedModel } from './served-model.js';
 import { tokenPiece } from './text-stream.js';
+import { NOT_TOKEN_IDS } from './tokenize-body.js';
 
 export function registerTokenizeRoutes(
   app: FastifyInstance,
@@ -33,6 +34,8 @@ export function registerTokenizeRoutes(
             'prompt',
             tenant,
           );
+    if (body.returnTokenStrs === undefined)
+      throw new KvfenceError('invalid_request_error', 'return_token_strs must be a boolean', 'return_token_strs');
     return {
       count: tokens.length,
       max_model_len: provenContext(),
@@ -42,15 +45,16 @@ export function registerTokenizeRoutes(
   });
   app.post('/detokenize', async (request) => {
     authenticate(request);
-    const tokens = bodyAs(request.body, 'detokenize');
+    const { count, tokens } = bodyAs(request.body, 'detokenize');
     // no more than a request can hold: decoding runs on the event loop, and 280k ids from two connections held
     // every tenant's streams for ~0.4 s each time (LIMITS.contextTokensMax, 4M, was the bound)
-    if (tokens.length > provenContext())
+    if (count > provenContext())
       throw new KvfenceError(
         'invalid_request_error',
-        `tokens holds ${tokens.length} ids, more than the ${provenContext()}-token context`,
+        `tokens holds ${count} ids, more than the ${provenContext()}-token context`,
         'tokens',
       );
+    if (tokens === undefined) throw new KvfenceError('invalid_request_error', NOT_TOKEN_IDS, 'tokens');
     return { prompt: tokenizer.decode(tokens) };
   });
 }

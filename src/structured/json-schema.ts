@@ -51,17 +51,21 @@ export const JSON_DEPTH_MAX = 4 * LIMITS.schemaDepthMax;
 
 /**
  * Throws a 400 when a JSON value nests deeper than JSON_DEPTH_MAX. Iterative: checked before anything recursive
- * (JSON.stringify, the schema reader) meets the value, so no input can overflow the stack.
+ * (JSON.stringify, the schema reader) meets the value, so no input can overflow the stack. Returns how many objects
+ * and arrays it holds.
  */
-export function checkJsonDepth(value: unknown, param: string): void {
+export function checkJsonDepth(value: unknown, param: string): number {
   const stack: [unknown, number][] = [[value, 0]];
+  let containers = 0;
   while (stack.length > 0) {
     const [v, depth] = stack.pop()!;
     if (typeof v !== 'object' || v === null) continue;
     if (depth >= JSON_DEPTH_MAX)
       throw new KvfenceError('invalid_request_error', `${param}: nested deeper than ${JSON_DEPTH_MAX}`, param);
+    containers++;
     for (const child of Object.values(v)) stack.push([child, depth + 1]);
   }
+  return containers;
 }
 
 /** Larger magnitudes than the number grammar can write; bounds at or beyond these do not narrow it. */

@@ -309,6 +309,21 @@ describe('tokenize and detokenize', () => {
       (over.json as { error: { message: string } }).error.message,
       /257 ids, more than the 256-token context/,
     );
+    // the length is what it is told first, as before the ids were read on the body thread
+    const both = await post(server, '/detokenize', { tokens: [...ids(256), -1] }, 'acme');
+    assert.match((both.json as { error: { message: string } }).error.message, /257 ids/);
+  });
+
+  test('a body its route refuses is a 400 that keeps the connection, like any other refusal', async () => {
+    for (const [path, body] of [
+      ['/v1/chat/completions', { model: MODEL_ID, messages: [{ role: 'user', content: 'hi' }], temperature: 'hot' }],
+      ['/detokenize', { tokens: 'x' }],
+      ['/tokenize', { prompt: 'hi', shout: true }],
+    ] as const) {
+      const refused = await post(server, path, body, 'acme');
+      assert.equal(refused.status, 400, path);
+      assert.notEqual(refused.headers.get('connection'), 'close', path);
+    }
   });
 });
 
