@@ -15,7 +15,7 @@ import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import type { Grammar } from './grammar.js';
 import { BOUNDARY_FRAME, Frame, type Stack, stepBytes, stepStacks } from './grammar-stack.js';
-import { STRING_CLOSES, type TokenIndex } from './token-index.js';
+import { STRING_INSIDE, type TokenIndex } from './token-index.js';
 
 export interface StateClasses {
   accepted: Int32Array;
@@ -71,36 +71,40 @@ export class CompiledGrammar {
     return complete;
   }
 
+  /**
+   * A string frame's tokens: those that stay inside, a word at a time while the longest of them fits the string's
+   * maximum (else each, by its characters); then those that close it, each checked against the rest of the stack.
+   */
   private stringMask(f: Frame, bits: Uint32Array): void {
     const g = this.grammar;
     const { bytes, offsets, vocabSize } = this.index;
     const rule = g.strings[g.stringOf[f.state]!]!;
     const scan = this.index.stringScan(f.state - rule.base);
     const max = rule.maxLength ?? Number.POSITIVE_INFINITY;
-    const tails = new Map<string, boolean>();
-    for (let t = 0; t < vocabSize; t++) {
-      const kind = scan.kind[t]!;
-      if (kind === 0) continue;
+    if (f.count + scan.insideCharsMax <= max) {
+      const inside = scan.inside;
+      for (let w = 0; w < inside.length; w++) bits[w]! |= inside[w]!;
+    } else {
+      for (let t = 0; t < vocabSize; t++)
+        if (scan.kind[t] === STRING_INSIDE && f.count + scan.chars[t]! <= max) bits[t >>> 5]! |= 1 << (t & 31);
+    }
+    // each distinct tail after the closing quote is checked against the rest of the stack once: 1 fits, 2 does not
+    const verdicts = new Uint8Array(scan.tailToken.length);
+    const { closers, closerTail, tailToken } = scan;
+    for (let c = 0; c < closers.length; c++) {
+      const t = closers[c]!;
       const chars = f.count + scan.chars[t]!;
-      if (chars > max) continue;
-      if (kind !== STRING_CLOSES) {
-        bits[t >>> 5]! |= 1 << (t & 31);
-        continue;
+      if (chars > max || chars < rule.minLength) continue;
+      const tail = closerTail[c]!;
+      if (tail >= 0) {
+        if (verdicts[tail] === 0) {
+          const u = tailToken[tail]!;
+          const fits = stepBytes(g, [f.parent], bytes, offsets[u]! + scan.closeAt[u]!, offsets[u + 1]!).length > 0;
+          verdicts[tail] = fits ? 1 : 2;
+        }
+        if (verdicts[tail] === 2) continue;
       }
-      if (chars < rule.minLength) continue;
-      const from = offsets[t]! + scan.closeAt[t]!;
-      const to = offsets[t + 1]!;
-      if (from === to) {
-        bits[t >>> 5]! |= 1 << (t & 31);
-        continue;
-      }
-      const key = Buffer.from(bytes.buffer, bytes.byteOffset + from, to - from).toString('latin1');
-      let ok = tails.get(key);
-      if (ok === undefined) {
-        ok = stepBytes(g, [f.parent], bytes, from, to).length > 0;
-        tails.set(key, ok);
-      }
-      if (ok) bits[t >>> 5]! |= 1 << (t & 31);
+      bits[t >>> 5]! |= 1 << (t & 31);
     }
   }
 

@@ -27,6 +27,18 @@ export interface StringScan {
   endSub: Uint8Array;
   /** the offset just past the closing quote (kind 2) */
   closeAt: Uint16Array;
+  /** the tokens that stay inside (kind 1), one bit each: a mask takes them a word at a time */
+  inside: Uint32Array;
+  /** the most characters a token that stays inside starts */
+  insideCharsMax: number;
+  /** the tokens that close the string (kind 2) */
+  closers: Int32Array;
+  /**
+   * each closer's bytes after the quote, as one of the scan's distinct tails (-1: none), each tail given by a token
+   * that ends with it (`tailToken`): a mask checks each distinct tail against the stack once
+   */
+  closerTail: Int32Array;
+  tailToken: Int32Array;
 }
 
 export const STRING_CLOSES = 2;
@@ -104,7 +116,13 @@ export class TokenIndex {
       chars: new Uint16Array(n),
       endSub: new Uint8Array(n),
       closeAt: new Uint16Array(n),
+      inside: new Uint32Array(Math.ceil(n / 32)),
+      insideCharsMax: 0,
+      closers: new Int32Array(0),
+      closerTail: new Int32Array(0),
+      tailToken: new Int32Array(0),
     };
+    const closers: number[] = [];
     for (let id = 0; id < n; id++) {
       const from = this.offsets[id]!;
       const to = this.offsets[id + 1]!;
@@ -129,7 +147,29 @@ export class TokenIndex {
       scan.kind[id] = kind;
       scan.chars[id] = chars;
       scan.endSub[id] = sub;
+      if (kind === STRING_CLOSES) closers.push(id);
+      else if (kind === STRING_INSIDE) {
+        scan.inside[id >>> 5]! |= 1 << (id & 31);
+        scan.insideCharsMax = Math.max(scan.insideCharsMax, chars);
+      }
     }
+    scan.closers = Int32Array.from(closers);
+    const tails = new Map<string, number>();
+    const tailToken: number[] = [];
+    scan.closerTail = Int32Array.from(closers, (id) => {
+      const from = this.offsets[id]! + scan.closeAt[id]!;
+      const to = this.offsets[id + 1]!;
+      if (from === to) return -1;
+      const key = Buffer.from(this.bytes.buffer, this.bytes.byteOffset + from, to - from).toString('latin1');
+      let tail = tails.get(key);
+      if (tail === undefined) {
+        tail = tailToken.length;
+        tails.set(key, tail);
+        tailToken.push(id);
+      }
+      return tail;
+    });
+    scan.tailToken = Int32Array.from(tailToken);
     return scan;
   }
 }
