@@ -15,7 +15,7 @@ import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import type { Grammar } from './grammar.js';
 import { BOUNDARY_FRAME, Frame, type Stack, stepBytes, stepStacks } from './grammar-stack.js';
-import { STRING_INSIDE, type TokenIndex } from './token-index.js';
+import { INSIDE_STEPS, type TokenIndex } from './token-index.js';
 
 export interface StateClasses {
   accepted: Int32Array;
@@ -73,20 +73,31 @@ export class CompiledGrammar {
 
   /**
    * A string frame's tokens: those that stay inside, a word at a time while the longest of them fits the string's
-   * maximum (else each, by its characters); then those that close it, each checked against the rest of the stack.
+   * maximum (else the largest bitset of shorter ones that fits, and the rest that fit one by one); then those that
+   * close it, each distinct tail after the quote checked against the rest of the stack once.
    */
   private stringMask(f: Frame, bits: Uint32Array): void {
     const g = this.grammar;
-    const { bytes, offsets, vocabSize } = this.index;
+    const { bytes, offsets } = this.index;
     const rule = g.strings[g.stringOf[f.state]!]!;
     const scan = this.index.stringScan(f.state - rule.base);
     const max = rule.maxLength ?? Number.POSITIVE_INFINITY;
-    if (f.count + scan.insideCharsMax <= max) {
-      const inside = scan.inside;
-      for (let w = 0; w < inside.length; w++) bits[w]! |= inside[w]!;
-    } else {
-      for (let t = 0; t < vocabSize; t++)
-        if (scan.kind[t] === STRING_INSIDE && f.count + scan.chars[t]! <= max) bits[t >>> 5]! |= 1 << (t & 31);
+    const room = max - f.count; // characters the string may still take
+    if (scan.insideCharsMax <= room) orInto(bits, scan.inside);
+    else if (room >= 0) {
+      // the largest bitset that fits, then the tokens of more characters that still fit, one by one
+      let from = 0;
+      for (let i = scan.insideUpTo.length - 1; i >= 0; i--) {
+        if (INSIDE_STEPS[i]! > room) continue;
+        orInto(bits, scan.insideUpTo[i]!);
+        from = INSIDE_STEPS[i]! + 1;
+        break;
+      }
+      const { insideByChars, charsStart } = scan;
+      for (let j = charsStart[from]!; j < charsStart[room + 1]!; j++) {
+        const t = insideByChars[j]!;
+        bits[t >>> 5]! |= 1 << (t & 31);
+      }
     }
     // each distinct tail after the closing quote is checked against the rest of the stack once: 1 fits, 2 does not
     const verdicts = new Uint8Array(scan.tailToken.length);
@@ -157,4 +168,8 @@ export function ambiguous(): KvfenceError {
     'invalid_request_error',
     `the response format is too ambiguous to follow (more than ${LIMITS.grammarStacksMax} parses at once)`,
   );
+}
+
+function orInto(bits: Uint32Array, set: Uint32Array): void {
+  for (let w = 0; w < set.length; w++) bits[w]! |= set[w]!;
 }

@@ -31,6 +31,11 @@ export interface StringScan {
   inside: Uint32Array;
   /** the most characters a token that stays inside starts */
   insideCharsMax: number;
+  /** `insideUpTo[i]`: the tokens that stay inside starting at most INSIDE_STEPS[i] characters, one bit each */
+  insideUpTo: Uint32Array[];
+  /** the tokens that stay inside by the characters they start: those with c at [charsStart[c], charsStart[c + 1]) */
+  insideByChars: Int32Array;
+  charsStart: Int32Array;
   /** the tokens that close the string (kind 2) */
   closers: Int32Array;
   /**
@@ -40,6 +45,9 @@ export interface StringScan {
   closerTail: Int32Array;
   tailToken: Int32Array;
 }
+
+/** the character counts of StringScan.insideUpTo's bitsets: a bounded string's mask ORs the largest that fits */
+export const INSIDE_STEPS = [1, 2, 4, 8, 16, 32];
 
 export const STRING_CLOSES = 2;
 export const STRING_INSIDE = 1;
@@ -118,6 +126,9 @@ export class TokenIndex {
       closeAt: new Uint16Array(n),
       inside: new Uint32Array(Math.ceil(n / 32)),
       insideCharsMax: 0,
+      insideUpTo: [],
+      insideByChars: new Int32Array(0),
+      charsStart: new Int32Array(0),
       closers: new Int32Array(0),
       closerTail: new Int32Array(0),
       tailToken: new Int32Array(0),
@@ -153,6 +164,7 @@ export class TokenIndex {
         scan.insideCharsMax = Math.max(scan.insideCharsMax, chars);
       }
     }
+    sortInside(scan);
     scan.closers = Int32Array.from(closers);
     const tails = new Map<string, number>();
     const tailToken: number[] = [];
@@ -172,6 +184,24 @@ export class TokenIndex {
     scan.tailToken = Int32Array.from(tailToken);
     return scan;
   }
+}
+
+/** The tokens that stay inside by their characters (a counting sort) and as bitsets up to each of INSIDE_STEPS. */
+function sortInside(scan: StringScan): void {
+  const { kind, chars } = scan;
+  const start = new Int32Array(scan.insideCharsMax + 2);
+  for (let id = 0; id < kind.length; id++) if (kind[id] === STRING_INSIDE) start[chars[id]! + 1]!++;
+  for (let c = 1; c < start.length; c++) start[c]! += start[c - 1]!;
+  const next = start.slice(0, -1);
+  const byChars = new Int32Array(start[start.length - 1]!);
+  for (let id = 0; id < kind.length; id++) if (kind[id] === STRING_INSIDE) byChars[next[chars[id]!]!++] = id;
+  scan.insideByChars = byChars;
+  scan.charsStart = start;
+  scan.insideUpTo = INSIDE_STEPS.filter((k) => k < scan.insideCharsMax).map((k) => {
+    const bits = new Uint32Array(scan.inside.length);
+    for (let i = 0; i < start[k + 1]!; i++) bits[byChars[i]! >>> 5]! |= 1 << (byChars[i]! & 31);
+    return bits;
+  });
 }
 
 function buildTrie(bytes: Uint8Array, offsets: Uint32Array) {
