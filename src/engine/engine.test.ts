@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { config, model, request, runToEnd } from '../../test/helpers/engine-run.js';
 import { forwardFor } from '../../test/helpers/models.js';
+import { grammarCacheFor } from '../structured/grammar-cache.js';
 import { KvfenceError } from '../util/errors.js';
 import { Engine } from './engine.js';
 import { generate } from './generate.js';
@@ -353,4 +354,26 @@ test('a request that did not ask for logprobs gets the same tokens, with logprob
   );
   assert.ok(asked.every((t) => t.top.length === 2 && t.logprob < 0));
   assert.ok(not.every((t) => t.top.length === 0 && t.logprob === 0));
+});
+
+test('a response format too ambiguous to follow fails its own request; the step and other tenants run on', () => {
+  // an array of 65 strings that differ only in minLength: more parses at once than a mask follows (64). Thrown from
+  // the sampler, it stopped the step: the engine thread failed, and every tenant's requests with it, for good
+  const engine = new Engine(config({ grammars: grammarCacheFor(model.tokenizer) }), forwardFor(model, 64, 16));
+  const strings = { anyOf: Array.from({ length: 65 }, (_, i) => ({ type: 'string', minLength: i })) };
+  engine.submit(
+    {
+      ...request('ambiguous', 'a', 5, 8),
+      constraint: { kind: 'json_schema', schema: { type: 'array', items: strings } },
+    },
+    0,
+  );
+  engine.submit(request('other', 'b', 5, 8), 0);
+  const out = runToEnd(engine);
+  const end = out.get('ambiguous')?.end;
+  assert.ok(end?.kind === 'end' && end.end.kind === 'failed', JSON.stringify(end));
+  assert.equal(end.end.kind === 'failed' ? end.end.error.code : '', 'invalid_request_error');
+  assert.match(end.end.kind === 'failed' ? end.end.error.message : '', /too ambiguous/);
+  assert.equal(out.get('other')?.tokens.length, 8);
+  assert.equal(engine.hasWork, false);
 });

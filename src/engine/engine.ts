@@ -281,12 +281,19 @@ export class Engine {
     planned.forEach(({ seq }, i) => {
       const out = outputs[i]!;
       if (!this.isQueued(seq)) return; // a choice whose request failed earlier in this step
-      if (!out.ok) this.failForward(seq, out.error, nowMs, events);
-      else if (seq.state === 'prefilling' && seq.table!.writtenTokens < seq.request.promptTokens.length) return;
-      else if (seq.state === 'decoding') this.sampleNext(seq, out.logits, events);
-      else if (this.publishPrefix(seq, nowMs, events)) {
-        if (seq.group === undefined) this.sampleNext(seq, out.logits, events);
-        else this.forkChoices(seq, out.logits, nowMs, events);
+      try {
+        if (!out.ok) this.failForward(seq, out.error, nowMs, events);
+        else if (seq.state === 'prefilling' && seq.table!.writtenTokens < seq.request.promptTokens.length) return;
+        else if (seq.state === 'decoding') this.sampleNext(seq, out.logits, events);
+        else if (this.publishPrefix(seq, nowMs, events)) {
+          if (seq.group === undefined) this.sampleNext(seq, out.logits, events);
+          else this.forkChoices(seq, out.logits, nowMs, events);
+        }
+      } catch (error) {
+        // a bug in one request's token (its sampler): that request fails, not the step and every tenant's with it
+        events.push({ kind: 'bug', error: error instanceof Error ? error : new Error(errorMessage(error)) });
+        if (this.isQueued(seq))
+          this.fail(seq, new KvfenceError('internal_error', 'internal error while choosing a token'), events);
       }
     });
     return events;

@@ -71,8 +71,16 @@ export class SequenceSampler {
     }
   }
 
-  /** Picks the next token from the raw logits (which stay untouched: logprobs are reported from them). */
+  /**
+   * Picks the next token from the raw logits (which stay untouched: logprobs are reported from them). A refusal of this
+   * request's own (a KvfenceError: a response format too ambiguous to follow at this point) fails it alone: thrown,
+   * it stopped the engine's step, and every tenant's requests with it.
+   */
   choose(logits: Float32Array, scratch: SamplingScratch): TokenChoice {
+    return failedOn(() => this.chooseFrom(logits, scratch));
+  }
+
+  private chooseFrom(logits: Float32Array, scratch: SamplingScratch): TokenChoice {
     const p = this.request.sampling;
     const holdStops = this.generated < (p.minTokens ?? 0);
     if (!this.processing && this.matcher === undefined && !holdStops && p.ignoreEos !== true)
@@ -106,6 +114,10 @@ export class SequenceSampler {
 
   /** Takes a token drawn elsewhere by a copy of this sampler (the prefill worker's), checking it could be drawn here. */
   replay(id: number): TokenChoice {
+    return failedOn(() => this.replayOf(id));
+  }
+
+  private replayOf(id: number): TokenChoice {
     this.sampler.skipDraw();
     const p = this.request.sampling;
     const bad = (why: string): TokenChoice => ({
@@ -161,6 +173,16 @@ export class SequenceSampler {
     this.output.set(id, (this.output.get(id) ?? 0) + 1);
     this.generated++;
     return { kind: 'token', id, finished: this.matcher?.finished ?? false };
+  }
+}
+
+/** `pick`'s choice, or the request's failure when it throws one of its own (a KvfenceError); bugs go on up. */
+function failedOn(pick: () => TokenChoice): TokenChoice {
+  try {
+    return pick();
+  } catch (error) {
+    if (error instanceof KvfenceError) return { kind: 'failed', error };
+    throw error;
   }
 }
 
