@@ -29,9 +29,9 @@ export type BodyReader = keyof Bodies;
  * refusal, which its handler throws (thrown where the body is parsed, fastify would close the connection as for a
  * body that is not JSON)
  */
-export type ReadBody<K extends BodyReader = BodyReader> =
-  | { reader: K; value: Bodies[K] }
-  | { reader: K; refused: { code: ErrorCode; message: string; param: string | undefined } };
+export type ReadBody =
+  | { reader: BodyReader; value: Bodies[BodyReader] }
+  | { reader: BodyReader; refused: { code: ErrorCode; message: string; param: string | undefined } };
 
 const ROUTES: Record<string, BodyReader> = {
   '/v1/chat/completions': 'chat',

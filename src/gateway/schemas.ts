@@ -341,7 +341,8 @@ function parseStop(value: unknown): string[] {
   });
 }
 
-function asBody(raw: unknown, fields: readonly string[]): Body {
+/** `raw` as a request body whose every field is one of `fields` (else the 400 naming the first that is not) */
+export function asBody(raw: unknown, fields: readonly string[]): Body {
   if (!isBody(raw)) throw bad('the request body must be a JSON object', 'body');
   for (const key of Object.keys(raw))
     if (!fields.includes(key)) throw bad(`Unrecognized request argument supplied: ${key}`, key);

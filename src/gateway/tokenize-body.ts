@@ -2,12 +2,13 @@
 
 import type { ChatMessage } from '../model/chat-template.js';
 import { KvfenceError } from '../util/errors.js';
-import { parseMessages } from './schemas.js';
+import type { BodyModel } from './body-readers.js';
+import { asBody, parseMessages } from './schemas.js';
 import { parseToolRequest } from './tool-request.js';
 
 type Body = Record<string, unknown>;
 
-const TOKENIZE_FIELDS = new Set([
+const TOKENIZE_FIELDS = [
   'model',
   'prompt',
   'messages',
@@ -15,7 +16,7 @@ const TOKENIZE_FIELDS = new Set([
   'add_generation_prompt',
   'tools',
   'return_token_strs',
-]);
+];
 
 /** `returnTokenStrs` undefined: not a boolean, refused after the prompt is tokenized (as its errors come first) */
 export type TokenizeBody = (
@@ -33,12 +34,9 @@ function bad(message: string, param: string): KvfenceError {
   return new KvfenceError('invalid_request_error', message, param);
 }
 
-function bodyOf(raw: unknown, fields: ReadonlySet<string>, modelId: string): Body {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
-    throw bad('the request body must be a JSON object', 'body');
-  const body = raw as Body;
-  for (const key of Object.keys(body))
-    if (!fields.has(key)) throw bad(`Unrecognized request argument supplied: ${key}`, key);
+/** The body of a route that takes `fields`, for the served model (any other is a 404 naming it). */
+function bodyOf(raw: unknown, fields: readonly string[], modelId: string): Body {
+  const body = asBody(raw, fields);
   const name = body['model'];
   if (name !== undefined && name !== null && name !== modelId)
     throw new KvfenceError('model_not_found', `The model '${String(name)}' does not exist`, 'model');
@@ -72,8 +70,8 @@ export function readTokenizeBody(raw: unknown, modelId: string): TokenizeBody {
 export const NOT_TOKEN_IDS = 'tokens must be an array of token ids of the vocabulary';
 
 /** The ids to decode; the context bound, checked first, is the route's (it may change with the workers). */
-export function readDetokenizeBody(raw: unknown, model: { id: string; vocabSize: number }): DetokenizeBody {
-  const tokens = bodyOf(raw, new Set(['model', 'tokens']), model.id)['tokens'];
+export function readDetokenizeBody(raw: unknown, model: BodyModel): DetokenizeBody {
+  const tokens = bodyOf(raw, ['model', 'tokens'], model.id)['tokens'];
   if (!Array.isArray(tokens)) throw bad(NOT_TOKEN_IDS, 'tokens');
   const ids = tokens.every((t) => Number.isInteger(t) && t >= 0 && t < model.vocabSize);
   return { count: tokens.length, tokens: ids ? (tokens as number[]) : undefined };

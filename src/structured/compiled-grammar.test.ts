@@ -39,7 +39,7 @@ describe('token masks', () => {
     it(`equal the token-by-token check along random walks (${kind} vocabulary)`, () => {
       const tokenizer = tokenizerFromGguf(buildTestVocabulary({ kind, pre: 'smollm', vocabSize: 700, seed: 3 }));
       const index = new TokenIndex(tokenizer);
-      const cache = new GrammarCache(() => index);
+      const cache = new GrammarCache(index);
       const random = new SeededRandom(11);
       const bits = new Uint32Array(Math.ceil(index.vocabSize / 32));
       let finished = 0;
@@ -81,7 +81,7 @@ describe('token masks', () => {
 
   it('end-of-generation is for the caller once the document may end; the cache reuses compiled grammars', () => {
     const tokenizer = tokenizerFromGguf(buildTestVocabulary({ kind: 'gpt2', pre: 'smollm', vocabSize: 600, seed: 1 }));
-    const cache = new GrammarCache(() => new TokenIndex(tokenizer), 2);
+    const cache = new GrammarCache(new TokenIndex(tokenizer), 2);
     const integer: OutputConstraint = { kind: 'json_schema', schema: { type: 'integer' } };
     const compiled = cache.compile(integer, 'a');
     assert.equal(cache.compile(integer, 'a'), compiled);
@@ -99,7 +99,7 @@ describe('token masks', () => {
 
   it('the cache is each tenant’s own: another tenant’s same schema is compiled again, and a tenant evicts its own', () => {
     const tokenizer = tokenizerFromGguf(buildTestVocabulary({ kind: 'gpt2', pre: 'smollm', vocabSize: 600, seed: 1 }));
-    const cache = new GrammarCache(() => new TokenIndex(tokenizer), 4, 2);
+    const cache = new GrammarCache(new TokenIndex(tokenizer), 4, 2);
     const schema = (type: string): OutputConstraint => ({ kind: 'json_schema', schema: { type } });
     const mine = cache.compile(schema('integer'), 'a');
     assert.notEqual(cache.compile(schema('integer'), 'b'), mine, 'b never gets a’s compiled grammar (no hit to time)');
