@@ -1,7 +1,8 @@
 /**
  * I2 at the door for a client's text, wherever it is tokenized (the event loop, or the tokenizer thread): a text
  * longer than any `context` tokens can stand for is refused before tokenizing, tokenizing stops once the ids exceed
- * the context, and such ids are refused too. And a chat prompt's ids, from its messages through the chat template.
+ * the context or are sure to (tokenizer.ts encodeUpTo), and such a text is refused too. And a chat prompt's ids, from
+ * its messages through the chat template.
  */
 import type { Template } from '@huggingface/jinja';
 import type { ChatMessage } from '../model/chat-template.js';
@@ -38,9 +39,10 @@ export function checkTextLength(tokenizer: Tokenizer, text: string, context: num
     );
 }
 
-/** Refuses ids past the context (tokenizing stopped there: `stopAfter`). */
-export function checkIdCount(ids: readonly number[], context: number, param: PromptParam): void {
-  if (ids.length > context) throw tooLong(context, param, `is more than ${context} tokens long`);
+/** The ids, or a 400 when there were more than the context (tokenizing stopped there: `encodeUpTo`). */
+export function idsWithin(ids: number[] | undefined, context: number, param: PromptParam): number[] {
+  if (ids === undefined) throw tooLong(context, param, `is more than ${context} tokens long`);
+  return ids;
 }
 
 /** `text` as ids, at most one context's worth of work, or a 400 naming `param`. Synchronous: on the calling thread. */
@@ -52,9 +54,7 @@ export function encodeBounded(
   param: PromptParam,
 ): number[] {
   checkTextLength(tokenizer, text, context, param);
-  const ids = tokenizer.encode(text, { ...options, stopAfter: context });
-  checkIdCount(ids, context, param);
-  return ids;
+  return idsWithin(tokenizer.encodeUpTo(text, context, options), context, param);
 }
 
 /** What a chat prompt is made of: the messages, the request's tool definitions, the context it must fit. */

@@ -83,9 +83,9 @@ test('the length pre-check counts the whitespace Phi-3 special tokens swallow: w
   const tokenizer = tokenizerFromGguf(meta);
   const encoded: string[] = [];
   const encoder = {
-    encode: async (text: string, options: EncodeOptions) => {
+    encodeUpTo: async (text: string, max: number, options: EncodeOptions) => {
       encoded.push(text);
-      return tokenizer.encode(text, options);
+      return tokenizer.encodeUpTo(text, max, options);
     },
   };
   const phi3 = { tokenizer, encoder } as unknown as ServedModel;

@@ -6,7 +6,7 @@ import type { ModelHead } from '../model/load-model.js';
 import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
 import { KvfenceError } from '../util/errors.js';
 import { templateTokens } from './chat-prompt.js';
-import { chatPromptTokens, checkIdCount, checkTextLength, type PromptParam } from './prompt-length.js';
+import { chatPromptTokens, checkTextLength, idsWithin, type PromptParam } from './prompt-length.js';
 import type { PromptInput } from './schemas.js';
 import { type ToolCallFormat, toolCallFormatOf } from './tool-calls.js';
 
@@ -59,9 +59,7 @@ export async function encodeClientText(
   tenant: string,
 ): Promise<number[]> {
   checkTextLength(model.tokenizer, text, context, param);
-  const ids = await model.encoder.encode(text, { ...options, stopAfter: context }, tenant);
-  checkIdCount(ids, context, param);
-  return ids;
+  return idsWithin(await model.encoder.encodeUpTo(text, context, options, tenant), context, param);
 }
 
 /**

@@ -16,7 +16,7 @@ const source = metaString(metadata, 'tokenizer.chat_template');
 const template = source === undefined ? undefined : parseChatTemplate(source);
 
 serveThreadCalls('encoder-thread-main', (call: EncodeCall) => {
-  if (call.kind === 'text') return tokenizer.encode(call.text, call.options);
+  if (call.kind === 'text') return tokenizer.encodeUpTo(call.text, call.max, call.options);
   if (call.kind === 'grammar') {
     checkGrammars(call.checks);
     return [];

@@ -7,14 +7,16 @@
  * messages held the event loop 25–50 ms a request).
  *
  * Bounded (util/thread-calls.ts): at most QUEUE_MAX texts wait for the thread (more: 503 at once), each is answered
- * within `timeoutMs` or rejected with 503. Callers bound each text first (served-model.ts: no text longer than the
- * context can need), and pass `stopAfter`, so the thread never works on more than one context's worth of a prompt.
+ * within `timeoutMs` or rejected with 503; tenants take turns. Callers bound each text first (served-model.ts: no text
+ * longer than the context can need), and pass the context as `max`, so the thread never works on more than one
+ * context's worth of a prompt, nor merges a word sure to pass it (tokenizer.ts encodeUpTo).
  * Prompts are tokenized before a request meets its tenant's limits (how many pages it needs depends on its length), so
  * the thread bounds each tenant itself: at most PER_TENANT_MAX of one tenant's texts at a time (more: 429), and a
  * tenant sending long prompts in a loop cannot fill the queue and turn other tenants' prompts into 503s.
  */
 import type { ChatCall } from '../gateway/prompt-length.js';
 import { constraintGrammar, type GrammarCheck } from '../structured/grammar-cache.js';
+import { assert } from '../util/assert.js';
 import { ThreadCalls } from '../util/thread-calls.js';
 import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 
@@ -30,12 +32,12 @@ const PER_TENANT_MAX = 4;
  * output grammars to build as its check (checkGrammars: no ids come back).
  */
 export type EncodeCall =
-  | { kind: 'text'; text: string; options: EncodeOptions }
+  | { kind: 'text'; text: string; max: number; options: EncodeOptions }
   | ({ kind: 'chat' } & ChatCall)
   | { kind: 'grammar'; checks: readonly GrammarCheck[] };
 
 export class EncoderThread {
-  private readonly calls: ThreadCalls<EncodeCall, number[]>;
+  private readonly calls: ThreadCalls<EncodeCall, number[] | undefined>;
 
   constructor(
     private readonly tokenizer: Tokenizer,
@@ -57,15 +59,17 @@ export class EncoderThread {
     );
   }
 
-  /** `tenant`'s text's ids, as `tokenizer.encode` gives them; long texts are encoded on the thread. */
-  async encode(text: string, options: EncodeOptions, tenant: string): Promise<number[]> {
-    if (text.length <= INLINE_CHARS) return this.tokenizer.encode(text, options);
-    return this.calls.call({ kind: 'text', text, options }, tenant);
+  /** `tenant`'s text's ids, as `tokenizer.encodeUpTo` gives them; long texts are encoded on the thread. */
+  async encodeUpTo(text: string, max: number, options: EncodeOptions, tenant: string): Promise<number[] | undefined> {
+    if (text.length <= INLINE_CHARS) return this.tokenizer.encodeUpTo(text, max, options);
+    return this.calls.call({ kind: 'text', text, max, options }, tenant);
   }
 
   /** `tenant`'s chat prompt's ids (prompt-length.ts chatPromptTokens), rendered and tokenized on the thread. */
-  encodeChat(call: ChatCall, tenant: string): Promise<number[]> {
-    return this.calls.call({ kind: 'chat', ...call }, tenant);
+  async encodeChat(call: ChatCall, tenant: string): Promise<number[]> {
+    const ids = await this.calls.call({ kind: 'chat', ...call }, tenant);
+    assert(ids !== undefined, "a chat prompt's ids, or its 400");
+    return ids;
   }
 
   /**

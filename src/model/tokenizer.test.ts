@@ -204,6 +204,52 @@ describe('llama tokenizer', () => {
   });
 });
 
+describe('encodeUpTo', () => {
+  const tokenizers = [
+    ...PRES.map((pre) => tokenizerFromGguf(vocab('gpt2', pre, 600))),
+    tokenizerFromGguf(vocab('llama', 'gpt-2', 600)),
+  ];
+  const word = (letters: string, n: number) => Array.from({ length: n }, (_, i) => letters[(i * 7) % letters.length]);
+
+  it("gives encode's ids when they number at most max, else undefined", () => {
+    const text = fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 60 }),
+      fc.tuple(fc.constantFrom('ab', '的一是', 'x y', ' \n'), fc.nat(80)).map(([l, n]) => word(l, n).join('')),
+    );
+    fc.assert(
+      fc.property(text, fc.nat(3), fc.integer({ min: -3, max: 3 }), fc.boolean(), (t, which, off, addSpecial) => {
+        const tok = tokenizers[which % tokenizers.length]!;
+        const ids = tok.encode(t, { addSpecial });
+        const max = Math.max(0, ids.length + off);
+        assert.deepEqual(tok.encodeUpTo(t, max, { addSpecial }), ids.length <= max ? ids : undefined);
+      }),
+      { numRuns: 600 },
+    );
+  });
+
+  it('refuses a word whose length alone passes max without merging it', () => {
+    // a 262,144-letter CJK word took 1.2 s to merge on a real vocabulary only to be refused (I11 review): each id
+    // stands for at most longestTokenChars bytes, so 3 bytes a letter put it past max before any merge
+    const tok = tokenizers[1]!;
+    const text = word('的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年', 100_000).join('');
+    const max = Math.floor((3 * text.length) / tok.longestTokenChars) - 1;
+    const median = (f: () => void) => {
+      const ms = [0, 1, 2, 3, 4].map(() => {
+        const started = performance.now();
+        f();
+        return performance.now() - started;
+      });
+      return ms.sort((a, b) => a - b)[2]!;
+    };
+    assert.ok(tok.encode(text).length > max);
+    assert.equal(tok.encodeUpTo(text, max), undefined);
+    const merged = median(() => tok.encode(text));
+    const refused = median(() => tok.encodeUpTo(text, max));
+    // the refusal pre-tokenizes and byte-encodes the text, no more: a fraction of the merge
+    assert.ok(refused < merged / 3, `refused in ${refused.toFixed(1)} ms, merged in ${merged.toFixed(1)} ms`);
+  });
+});
+
 describe('tokenizerFromGguf errors', () => {
   it('rejects missing or inconsistent metadata with one clear line', () => {
     const noTokens = vocab('gpt2');

@@ -10,6 +10,7 @@
  * partition order, its `ignore_merges` and byte fallbacks, and its score-based SentencePiece merge differ from the
  * Hugging Face implementations in corner cases, and matching llama.cpp id for id is the requirement.
  */
+import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { type GgufMetadata, metaBool, metaString } from './gguf-types.js';
@@ -45,11 +46,6 @@ export interface EncodeOptions {
   /** recognize control and unknown tokens written in the text (user-defined tokens are always recognized) */
   parseSpecial?: boolean;
   /**
-   * stop once more than this many ids are out (the result is then a truncated prefix, longer than `stopAfter`): a
-   * caller that only needs to know that a prompt exceeds the context does not tokenize the rest of it
-   */
-  stopAfter?: number;
-  /**
    * [start, end) ranges of the text (UTF-16 offsets, ascending, disjoint) read as if parseSpecial were off: a control
    * token's text overlapping one is plain text. Chat message content is such a range, so a user who types
    * `<|im_start|>` in a message gets those characters, never a role marker.
@@ -76,6 +72,12 @@ export interface Tokenizer {
   readonly longestTokenChars: number;
   /** ids for text; addSpecial adds BOS when addBos; parseSpecial recognizes special/control tokens written in the text */
   encode(text: string, options?: EncodeOptions): number[];
+  /**
+   * `text`'s ids when they number at most `max`, else undefined, known as soon as they are sure to pass it: a caller
+   * that only needs to know that a prompt exceeds the context neither tokenizes the rest of it nor merges a word whose
+   * length alone (over longestTokenChars a token) passes it
+   */
+  encodeUpTo(text: string, max: number, options?: EncodeOptions): number[] | undefined;
   /** text as llama.cpp's llama_detokenize gives it (drops one leading space for SentencePiece, cleans spaces for some) */
   decode(ids: readonly number[], options?: DecodeOptions): string;
   /** raw bytes of tokens, for streaming decoders that must not split a UTF-8 character */
@@ -177,32 +179,46 @@ class GgufTokenizer implements Tokenizer {
       : Number.POSITIVE_INFINITY;
   }
 
-  encode(rawText: string, options: EncodeOptions = {}): number[] {
+  encode(text: string, options: EncodeOptions = {}): number[] {
+    const ids = this.encodeUpTo(text, Number.POSITIVE_INFINITY, options);
+    assert(ids !== undefined, 'ids within no bound');
+    return ids;
+  }
+
+  encodeUpTo(rawText: string, max: number, options: EncodeOptions = {}): number[] | undefined {
     // llama.cpp sees the text's UTF-8, where a lone surrogate is U+FFFD: same length, so offsets stay valid
     const text = rawText.replace(LONE_SURROGATE, '\uFFFD');
     const addSpecial = options.addSpecial ?? false;
     const output: number[] = [];
     if (addSpecial && this.addBos) output.push(this.bosId!);
+    // ids for `chars` more characters pass `max` for sure: each stands for at most longestTokenChars of them. A word of
+    // 262,144 CJK letters took 1.2 s to merge only to be refused (I11 review, Llama 3's vocabulary)
+    const surelyPast = (chars: number) => output.length + Math.ceil(chars / this.longestTokenChars) > max;
     let previousWasSpecial = true; // SentencePiece prefixes a space to the first run and to runs after special tokens
-    const stopAfter = options.stopAfter ?? Number.POSITIVE_INFINITY;
     for (const fragment of this.partition(text, options.parseSpecial ?? false, options.literalRanges)) {
-      if (output.length > stopAfter) return output;
+      if (output.length > max) return undefined;
       if ('id' in fragment) {
         output.push(fragment.id);
         previousWasSpecial = true;
       } else if (this.model === 'llama') {
         const prefixed = this.addSpacePrefix && previousWasSpecial ? ` ${fragment.text}` : fragment.text;
+        if (surelyPast(prefixed.length)) return undefined;
         this.encodeSentencePiece(prefixed.replaceAll(' ', SPM_SPACE), output);
         previousWasSpecial = false;
       } else {
+        // each word's ids are at least its bytes over longestTokenChars, so the fragment's at least all its bytes over
+        // it: checked before the words are cut, which for a 262,144-letter word allocated ~10 MB
+        if (surelyPast(Buffer.byteLength(fragment.text))) return undefined;
         for (const word of preTokenize(fragment.text, this.pre)) {
-          this.encodeBpeWord(byteLevelEncode(word), output);
-          if (output.length > stopAfter) return output;
+          const bytes = byteLevelEncode(word);
+          if (surelyPast(bytes.length)) return undefined;
+          this.encodeBpeWord(bytes, output);
+          if (output.length > max) return undefined;
         }
       }
     }
     if (addSpecial && this.addEos) output.push(this.eosId!);
-    return output;
+    return output.length > max ? undefined : output;
   }
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {

@@ -2,8 +2,9 @@
  * Output grammars built off an engine's thread (DESIGN I11). A schema's grammar takes up to ~0.1–0.25 s to build
  * (LIMITS.grammarWorkMax); built where the engine steps, each new schema held every tenant's next token that long, and
  * eight connections sending fresh schemas took a stream's inter-token p99 to 1.5–1.8 s. Here a worker thread builds
- * them, one at a time, the tenants taking turns: a tenant with a backlog of schemas delays another's first one by one
- * build at most. Calls for a grammar already being built (the same tenant, the same constraint) share that build.
+ * them, one at a time, the tenants taking turns (tenant-turns.ts): a tenant with a backlog of schemas delays another's
+ * first one by one build at most. Calls for a grammar already being built (the same tenant, the same constraint)
+ * share that build.
  *
  * Bounded: at most TENANT_BUILDS_MAX builds of one tenant are queued and TENANT_WAITERS_MAX of its requests wait
  * (more: 429 at once), at most WAITERS_MAX requests in all (more: 503 at once); each request hears within its
@@ -12,6 +13,7 @@
  * it. The thread starts on the first build: a server that never sees a response format has none.
  */
 import { asKvfenceError, KvfenceError } from '../util/errors.js';
+import { TenantTurns } from '../util/tenant-turns.js';
 import { ThreadCalls } from '../util/thread-calls.js';
 import { Grammar, type GrammarTables } from './grammar.js';
 import type { OutputConstraint } from './grammar-cache.js';
@@ -50,15 +52,8 @@ export class GrammarThread {
   private calls: ThreadCalls<OutputConstraint, GrammarTables> | undefined;
   /** every build queued or running, by key */
   private readonly builds = new Map<string, Build>();
-  /** each tenant's queued builds, oldest first */
-  private readonly queued = new Map<string, Build[]>();
-  /**
-   * when tenants last had a build started: kept after their builds run out (a tenant sending one schema at a time
-   * must not rank as new each time, ahead of a tenant whose backlog waits), dropped once older than every active
-   * tenant's, where it ranks as none would
-   */
-  private readonly lastTurn = new Map<string, number>();
-  private turnsTaken = 0;
+  /** each tenant's queued builds, the tenants taking turns */
+  private readonly queued = new TenantTurns<Build>();
   private running: Build | undefined;
   private waiting = 0;
   private readonly tenantWaiting = new Map<string, number>();
@@ -76,7 +71,7 @@ export class GrammarThread {
     let build = this.builds.get(key);
     const busy = (what: string) =>
       new KvfenceError('rate_limit_exceeded', `${what}; send the next when one is answered`);
-    if (build === undefined && (this.queued.get(tenant)?.length ?? 0) >= TENANT_BUILDS_MAX)
+    if (build === undefined && this.queued.sizeOf(tenant) >= TENANT_BUILDS_MAX)
       throw busy(`${TENANT_BUILDS_MAX} of your response formats are already waiting to be compiled`);
     if ((this.tenantWaiting.get(tenant) ?? 0) >= TENANT_WAITERS_MAX)
       throw busy(`${TENANT_WAITERS_MAX} of your requests are already waiting for their response formats`);
@@ -85,9 +80,7 @@ export class GrammarThread {
     if (build === undefined) {
       build = { key, tenant, constraint, waiters: new Set() };
       this.builds.set(key, build);
-      const queued = this.queued.get(tenant);
-      if (queued === undefined) this.queued.set(tenant, [build]);
-      else queued.push(build);
+      this.queued.push(tenant, build);
     }
     const waiter: Waiter = {
       done,
@@ -122,27 +115,17 @@ export class GrammarThread {
     this.count(build.tenant, -1);
     if (build.waiters.size === 0 && build !== this.running) {
       this.builds.delete(build.key);
-      const queued = this.queued.get(build.tenant)!.filter((b) => b !== build);
-      if (queued.length === 0) this.queued.delete(build.tenant);
-      else this.queued.set(build.tenant, queued);
+      this.queued.remove(build.tenant, build);
     }
     return true;
   }
 
-  /**
-   * Starts a build when the thread is free: the oldest of the tenant whose last turn is longest ago (a tenant with none
-   * since its builds last ran out goes first).
-   */
+  /** Starts the next build in turn when the thread is free. */
   private next(): void {
     if (this.running !== undefined) return;
-    let tenant: string | undefined;
-    const turn = (t: string) => this.lastTurn.get(t) ?? -1;
-    for (const t of this.queued.keys()) if (tenant === undefined || turn(t) < turn(tenant)) tenant = t;
-    if (tenant === undefined) return;
-    const queued = this.queued.get(tenant)!;
-    const build = queued.shift()!;
-    if (queued.length === 0) this.queued.delete(tenant);
-    this.lastTurn.set(tenant, this.turnsTaken++);
+    const next = this.queued.take();
+    if (next === undefined) return;
+    const { tenant, item: build } = next;
     this.running = build;
     this.calls ??= new ThreadCalls(
       new URL('./grammar-thread-main.js', import.meta.url),
@@ -157,14 +140,10 @@ export class GrammarThread {
       1,
       1,
     );
-    const calls = this.calls;
-    calls.call(build.constraint, tenant).then(
+    // a build past its time or a lost thread is its 503, and a fresh thread takes the next (thread-calls.ts)
+    this.calls.call(build.constraint, tenant).then(
       (tables) => this.finish(build, grammarOf(tables)),
-      (error: KvfenceError) => {
-        // a grammar the schema cannot have is its 400; anything else may have lost the thread: a fresh one next
-        if (error.code !== 'invalid_request_error' && this.calls === calls) void this.close();
-        this.finish(build, error);
-      },
+      (error: KvfenceError) => this.finish(build, error),
     );
   }
 
@@ -174,14 +153,6 @@ export class GrammarThread {
     const now = (this.tenantWaiting.get(tenant) ?? 0) + change;
     if (now === 0) this.tenantWaiting.delete(tenant);
     else this.tenantWaiting.set(tenant, now);
-  }
-
-  /** Drops the turns older than every tenant with builds queued or running (they rank as none then). */
-  private pruneTurns(): void {
-    let oldest = Number.POSITIVE_INFINITY;
-    for (const tenant of this.queued.keys()) oldest = Math.min(oldest, this.lastTurn.get(tenant) ?? -1);
-    if (this.running !== undefined) oldest = Math.min(oldest, this.lastTurn.get(this.running.tenant) ?? -1);
-    for (const [tenant, turn] of this.lastTurn) if (turn < oldest) this.lastTurn.delete(tenant);
   }
 
   private finish(build: Build, result: Grammar | KvfenceError): void {
@@ -195,7 +166,6 @@ export class GrammarThread {
     }
     build.waiters.clear();
     this.next();
-    this.pruneTurns();
     if (!(result instanceof KvfenceError)) this.onBuilt(build.key, build.tenant, result);
     for (const waiter of waiters) {
       try {

@@ -1,15 +1,21 @@
 /**
  * Calls to one worker thread that does a gateway's CPU-heavy work off the event loop (tokenizing, parsing large
- * bodies: DESIGN I11). Bounded: at most `queueMax` calls are on the thread, queued or running (more are refused at
- * once with 503), and each is answered within `timeoutMs` or refused with 503. A call refused for its time stays on
- * the thread until the thread has answered it, so it still counts: under sustained overload the thread's backlog is
- * bounded, not only the callers who still wait. Each caller (a tenant) has at most `callerMax` calls waiting (more: 429
- * at once), so one caller cannot fill the queue and turn others' calls into 503s. An error the thread's handler throws
- * comes back with its error code and param (a KvfenceError's, else internal_error); a thread that fails or exits fails
- * every waiting call.
+ * bodies: DESIGN I11). The thread runs one call at a time, its callers (tenants) taking turns (tenant-turns.ts): a
+ * tenant with a backlog of long prompts delays another's next one by one call at most, where a queue in order of
+ * arrival made it wait for the whole backlog (I11 review: victims' long prompts waited 4–7 s behind one tenant's
+ * 262,144-letter words).
+ *
+ * Bounded: at most `queueMax` calls are held, waiting or on the thread (more are refused at once with 503), and each
+ * is answered within `timeoutMs` or refused with 503. A call refused for its time while waiting is dropped unrun; one
+ * refused while on the thread ends the thread, and a fresh one takes the next call: run on, it held every other
+ * tenant's calls for as long as it took (a word of millions of '=' is seconds of merging). So does a thread that fails
+ * or exits: the call on it fails. Each caller has at most `callerMax` calls held (more: 429 at once), so one caller
+ * cannot fill the queue and turn others' calls into 503s. An error the thread's handler throws comes back with its
+ * error code and param (a KvfenceError's, else internal_error).
  */
 import { parentPort, Worker } from 'node:worker_threads';
-import { type ErrorCode, errorMessage, isErrorCode, KvfenceError } from './errors.js';
+import { asKvfenceError, type ErrorCode, errorMessage, isErrorCode, KvfenceError } from './errors.js';
+import { TenantTurns } from './tenant-turns.js';
 
 /** What the thread answers for one call: the handler's value, or the error it threw. */
 type Reply<T> =
@@ -34,66 +40,111 @@ interface Pending<T> {
   caller: string;
 }
 
+/** A call waiting for its turn: what to post to the thread. */
+interface Waiting<Request> {
+  id: number;
+  request: Request;
+  transfer: ArrayBuffer[];
+}
+
 export class ThreadCalls<Request, Answer> {
-  private readonly worker: Worker;
+  /** the thread, started again for the next call after one is lost */
+  private worker: Worker | undefined;
   private readonly pending = new Map<number, Pending<Answer>>();
-  /** calls posted to the thread and not yet answered by it, whether or not their callers still wait */
-  private onThread = 0;
-  /** each caller's calls still waiting; a caller leaves the map when its last is settled */
+  private readonly waiting = new TenantTurns<Waiting<Request>>();
+  /** the call posted to the thread and not yet answered by it */
+  private onThread: number | undefined;
+  /** each caller's calls still held; a caller leaves the map when its last is settled */
   private readonly callers = new Map<string, number>();
   private nextId = 0;
-  private broken: KvfenceError | undefined;
+  private closed = false;
 
   constructor(
-    script: URL,
-    workerData: unknown,
+    private readonly script: URL,
+    private readonly workerData: unknown,
     private readonly words: ThreadCallWords,
     private readonly timeoutMs: number,
     private readonly queueMax: number,
     private readonly callerMax: number,
   ) {
-    this.worker = new Worker(script, { workerData });
-    this.worker.unref(); // never what keeps a process alive; close() ends it
-    this.worker.on('message', (reply: Reply<Answer>) => {
-      this.onThread--;
-      this.settle(reply);
-    });
-    const fail = (why: string) => {
-      this.broken = new KvfenceError('internal_error', `${words.thread} ${why}`);
-      this.onThread = 0;
-      for (const id of [...this.pending.keys()]) this.finish(id)?.reject(this.broken);
-    };
-    this.worker.on('error', (error) => fail(`failed: ${error.message}`));
-    this.worker.on('exit', () => fail('exited'));
+    this.worker = this.start(); // ready before the first call
   }
 
   /** The thread's answer to `caller`'s `request`; `transfer` lists buffers moved to the thread, not copied. */
   call(request: Request, caller: string, transfer: ArrayBuffer[] = []): Promise<Answer> {
-    if (this.broken !== undefined) return Promise.reject(this.broken);
+    if (this.closed) return Promise.reject(new KvfenceError('internal_error', `${this.words.thread} is closed`));
     const held = this.callers.get(caller) ?? 0;
     if (held >= this.callerMax)
       return Promise.reject(new KvfenceError('rate_limit_exceeded', this.words.callerBusy(this.callerMax)));
-    if (this.onThread >= this.queueMax)
+    if (this.waiting.size + (this.onThread === undefined ? 0 : 1) >= this.queueMax)
       return Promise.reject(new KvfenceError('server_overloaded', this.words.busy(this.queueMax)));
-    const id = this.nextId++;
+    const waiting: Waiting<Request> = { id: this.nextId++, request, transfer };
     return new Promise<Answer>((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.finish(id)?.reject(new KvfenceError('server_overloaded', this.words.slow(this.timeoutMs)));
+        this.waiting.remove(caller, waiting);
+        this.finish(waiting.id)?.reject(new KvfenceError('server_overloaded', this.words.slow(this.timeoutMs)));
+        if (this.onThread === waiting.id) this.lose();
       }, this.timeoutMs);
-      this.pending.set(id, { resolve, reject, timer, caller });
+      this.pending.set(waiting.id, { resolve, reject, timer, caller });
       this.callers.set(caller, held + 1);
-      try {
-        this.worker.postMessage({ id, request }, transfer);
-      } catch (error) {
-        this.finish(id);
-        throw error;
-      }
-      this.onThread++;
+      this.waiting.push(caller, waiting);
+      this.post();
     });
   }
 
   async close(): Promise<void> {
-    await this.worker.terminate();
+    this.closed = true;
+    this.waiting.drain();
+    const closed = new KvfenceError('internal_error', `${this.words.thread} is closed`);
+    for (const id of [...this.pending.keys()]) this.finish(id)?.reject(closed);
+    const worker = this.worker;
+    this.worker = undefined;
+    await worker?.terminate();
+  }
+
+  private start(): Worker {
+    const worker = new Worker(this.script, { workerData: this.workerData });
+    worker.unref(); // never what keeps a process alive; close() ends it
+    worker.on('message', (reply: Reply<Answer>) => {
+      if (worker !== this.worker) return; // a lost thread's late answer
+      this.onThread = undefined;
+      this.settle(reply);
+      this.post();
+    });
+    const fail = (why: string) => {
+      if (worker !== this.worker) return;
+      const id = this.onThread;
+      if (id !== undefined) this.finish(id)?.reject(new KvfenceError('internal_error', `${this.words.thread} ${why}`));
+      this.lose();
+    };
+    worker.on('error', (error) => fail(`failed: ${error.message}`));
+    worker.on('exit', () => fail('exited'));
+    return worker;
+  }
+
+  /** Ends the thread and whatever it runs; a fresh one takes the next call. */
+  private lose(): void {
+    const worker = this.worker;
+    this.worker = undefined;
+    this.onThread = undefined;
+    void worker?.terminate();
+    this.post();
+  }
+
+  /** Posts the next call in turn when the thread is free; one it cannot post (not cloneable) is refused. */
+  private post(): void {
+    while (this.onThread === undefined && !this.closed) {
+      const next = this.waiting.take();
+      if (next === undefined) return;
+      const { id, request, transfer } = next.item;
+      this.worker ??= this.start();
+      try {
+        this.worker.postMessage({ id, request }, transfer);
+        this.onThread = id;
+      } catch (error) {
+        this.finish(id)?.reject(asKvfenceError(error));
+      }
+    }
   }
 
   private settle(reply: Reply<Answer>): void {

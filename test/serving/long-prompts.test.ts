@@ -8,6 +8,7 @@ import { chatPromptTokens } from '../../src/gateway/prompt-length.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
 import { parseChatTemplate } from '../../src/model/chat-template.js';
 import { EncoderThread } from '../../src/model/encoder-thread.js';
+import type { EncodeOptions } from '../../src/model/tokenizer.js';
 import { SCHEMA_PARAM } from '../../src/structured/grammar-cache.js';
 import { whileTicking } from '../helpers/event-loop-ticks.js';
 import { loadTestModel } from '../helpers/models.js';
@@ -22,6 +23,10 @@ after(async () => {
 });
 
 const CONTEXT = 256;
+
+/** the thread's ids for `text`, however many */
+const encode = (thread: EncoderThread, text: string, options: EncodeOptions, tenant: string) =>
+  thread.encodeUpTo(text, Number.POSITIVE_INFINITY, options, tenant);
 
 async function refused(body: Record<string, unknown>, path = '/v1/completions') {
   const started = performance.now();
@@ -58,12 +63,12 @@ test('the tokenizer thread: the same ids as inline, while the event loop keeps r
   const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
   try {
     const text = 'tokens and more tokens, 12345 of them\n'.repeat(20_000); // 760k characters
-    const { value: ids, ticks, ms } = await whileTicking(() => thread.encode(text, { addSpecial: true }, 't'));
+    const { value: ids, ticks, ms } = await whileTicking(() => encode(thread, text, { addSpecial: true }, 't'));
     assert.deepEqual(ids, model.tokenizer.encode(text, { addSpecial: true }));
     // inline, the loop would not tick once while encoding; here it ticks most milliseconds
     assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms of tokenizing`);
     // short texts are encoded inline, the same way
-    assert.deepEqual(await thread.encode('short', {}, 't'), model.tokenizer.encode('short', {}));
+    assert.deepEqual(await encode(thread, 'short', {}, 't'), model.tokenizer.encode('short', {}));
   } finally {
     await thread.close();
   }
@@ -135,14 +140,14 @@ test('the tokenizer thread is bounded: a slow text times out with a 503 code, a 
   const queued = new EncoderThread(model.tokenizer, model.path, 60_000);
   try {
     await assert.rejects(
-      slow.encode('x y z '.repeat(200_000), {}, 't'),
+      encode(slow, 'x y z '.repeat(200_000), {}, 't'),
       (e: { code?: string; message?: string }) => e.code === 'server_overloaded' && /longer than 1 ms/.test(e.message!),
     );
     const text = 'a b c d '.repeat(500); // past the inline bound, a few ms each
     const expected = model.tokenizer.encode(text, {});
     // 80 tenants, one text each: the thread's own bound
     const answers = await Promise.all(
-      Array.from({ length: 80 }, (_, i) => queued.encode(text, {}, `t${i}`).catch((e: { code?: string }) => e.code)),
+      Array.from({ length: 80 }, (_, i) => encode(queued, text, {}, `t${i}`).catch((e: { code?: string }) => e.code)),
     );
     const refusedAtOnce = answers.filter((a) => a === 'server_overloaded');
     assert.equal(refusedAtOnce.length, 80 - 64, 'the queue holds 64');
@@ -152,7 +157,7 @@ test('the tokenizer thread is bounded: a slow text times out with a 503 code, a 
   }
 });
 
-test('a prompt refused for its time still holds its place on the thread until the thread is done with it', async () => {
+test('a prompt refused for its time while waiting leaves the queue unrun', async () => {
   const model = loadTestModel(SERVING_MODEL);
   const thread = new EncoderThread(model.tokenizer, model.path, 1);
   try {
@@ -160,14 +165,43 @@ test('a prompt refused for its time still holds its place on the thread until th
     const long = 'x y z '.repeat(200_000);
     const texts = [long, ...Array.from({ length: 63 }, () => 'a b c d '.repeat(500))];
     const codes = await Promise.all(
-      texts.map((text, i) => thread.encode(text, {}, `t${i}`).catch((e: { code?: string }) => e.code)),
+      texts.map((text, i) => encode(thread, text, {}, `t${i}`).catch((e: { code?: string }) => e.code)),
     );
     assert.deepEqual(new Set(codes), new Set(['server_overloaded']));
-    // nobody waits for them any more, but the thread still has them: a new prompt is refused at once
-    await assert.rejects(
-      thread.encode('a b c d '.repeat(500), {}, 'late'),
-      /64 long prompts are already being tokenized/,
-    );
+    // the 63 left unrun, so the queue has room: a new prompt is taken (and refused for its own time), where a queue
+    // still holding them would refuse it at once
+    await assert.rejects(encode(thread, 'a b c d '.repeat(500), {}, 'late'), /took longer than 1 ms/);
+  } finally {
+    await thread.close();
+  }
+});
+
+test('a prompt refused for its time on the thread ends it: the next is answered by a fresh thread at once', async () => {
+  const model = loadTestModel(SERVING_MODEL);
+  const thread = new EncoderThread(model.tokenizer, model.path, 1_000);
+  try {
+    // one word of 5 million letters: seconds of merging. Run on, it held every other tenant's prompts that long
+    const costly = encode(thread, 'ab'.repeat(2_500_000), {}, 'costly');
+    await assert.rejects(costly, /took longer than 1000 ms/);
+    const text = 'a b c d '.repeat(500);
+    assert.deepEqual(await encode(thread, text, {}, 'next'), model.tokenizer.encode(text));
+  } finally {
+    await thread.close();
+  }
+});
+
+test("tenants take turns on the tokenizer thread: one's backlog delays another's prompt by one prompt", async () => {
+  // in order of arrival, victims' long prompts waited 4–7 s behind one tenant's (I11 review)
+  const model = loadTestModel(SERVING_MODEL);
+  const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
+  try {
+    const text = 'x y z '.repeat(20_000);
+    const order: string[] = [];
+    const answered = (name: string) => () => order.push(name);
+    const flood = [0, 1, 2, 3].map((i) => encode(thread, text, {}, 'flood').then(answered(`flood${i}`)));
+    const calm = encode(thread, text, {}, 'calm').then(answered('calm'));
+    await Promise.all([...flood, calm]);
+    assert.deepEqual(order, ['flood0', 'calm', 'flood1', 'flood2', 'flood3']);
   } finally {
     await thread.close();
   }
@@ -180,15 +214,15 @@ test('one tenant holds at most 4 places on the tokenizer thread: its fifth long 
     const text = 'a b c d '.repeat(500); // past the inline bound
     const expected = model.tokenizer.encode(text, {});
     const flood = Array.from({ length: 6 }, () =>
-      thread.encode(text, {}, 'flood').catch((e: { code?: string }) => e.code),
+      encode(thread, text, {}, 'flood').catch((e: { code?: string }) => e.code),
     );
-    const calm = thread.encode(text, {}, 'calm');
+    const calm = encode(thread, text, {}, 'calm');
     const answers = await Promise.all(flood);
     assert.equal(answers.filter((a) => a === 'rate_limit_exceeded').length, 2);
     for (const a of answers) if (typeof a !== 'string') assert.deepEqual(a, expected);
     assert.deepEqual(await calm, expected);
     // answered, its places are free again
-    assert.deepEqual(await thread.encode(text, {}, 'flood'), expected);
+    assert.deepEqual(await encode(thread, text, {}, 'flood'), expected);
   } finally {
     await thread.close();
   }
