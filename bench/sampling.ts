@@ -5,9 +5,14 @@
  *     replaced (written out below as the baseline);
  *   - structured outputs: S streams each following a JSON schema on the model's real logits, from a fresh mask cache:
  *     the token masks alone (the goal's measure) and the whole SequenceSampler.choose (mask + masking + draw).
+ *   - a heavy sampler (the review of top_p): one stream at temperature 1.5, top_p 0.95 (alone, and with top_k 40), with
+ *     logprobs and top_logprobs 20 — the engine thread's whole work for its token (SequenceSampler.choose, then
+ *     describeToken) at Llama 3's vocabulary (128,256) and at 32,000, against greedy (argmax) over the same logits in
+ *     the same run. The logits are synthetic, shaped like a language model's: a bulk N(0, 2.5²) and 20 tokens 8-18
+ *     above it; at temperature 1.5 the top_p 0.95 nucleus then holds ~40% of the vocabulary (~50,000 tokens at 128k).
  * Goal (issue 14): structured sampling for 16 streams under 10% of a 16-stream decode step. Medians of --runs.
  *
- *   npm run bench:sampling -- [--model 135m-f16] [--streams 16] [--steps 24] [--runs 5]
+ *   npm run bench:sampling -- [--model 135m-f16] [--streams 16] [--steps 24] [--runs 5] [--heavy-only]
  */
 import { join } from 'node:path';
 import { ForwardPass } from '../src/compute/forward.js';
@@ -34,6 +39,8 @@ const [preset, dtype] = spec.split('-') as [TestPreset, 'f32' | 'f16' | 'q8_0'];
 const streams = numberFlag(argv, 'streams', 16);
 const steps = numberFlag(argv, 'steps', 24);
 const runs = numberFlag(argv, 'runs', 5);
+/** --heavy-only: only the heavy sampler's rows (no model, no decode step) */
+const heavyOnly = argv.includes('--heavy-only');
 
 const model = loadModel(ensureGeneratedModel({ preset, arch: 'llama', dtype, seed: 1 }, join('.cache', 'bench')));
 const V = model.config.vocabSize;
@@ -188,6 +195,55 @@ function structuredStep(schema: unknown, logits: Float32Array[]): { mean: StepCo
   };
 }
 
+/** Synthetic logits shaped like a language model's (see the header): the bulk, and a few far above it. */
+function lmLikeLogits(vocab: number, seed: number): Float32Array {
+  const random = new SeededRandom(seed);
+  const logits = Float32Array.from({ length: vocab }, () => Math.fround(random.normal() * 2.5));
+  for (let k = 0; k < 20; k++) logits[random.nextInt(vocab)] = Math.fround(8 + 10 * random.next());
+  return logits;
+}
+
+const HEAVY_VOCABS = [128_256, 32_000] as const;
+const HEAVY_CASES = { 'top_p 0.95': 0, 'top_k 40 + top_p 0.95': 40 } as const;
+
+/**
+ * µs per token of greedy (argmax) and of the heavy sampler's token (choose + describeToken, top_logprobs 20), measured
+ * in turn on the same logits, for one vocabulary and top_k.
+ */
+function heavyToken(vocab: number, topK: number, run: number): { greedy: number; heavy: number } {
+  const logits = Array.from({ length: 4 }, (_, i) => lmLikeLogits(vocab, 100 * run + i));
+  const env = samplingEnv(vocab, () => false);
+  const scratch = new SamplingScratch(vocab);
+  const sampler = new SequenceSampler(
+    {
+      id: 'heavy',
+      tenant: 'bench',
+      promptTokens: [1],
+      maxTokens: 1 << 20,
+      sampling: { temperature: 1.5, topK, topP: 0.95, seed: run },
+      topLogprobs: 20,
+      logprobs: true,
+      tenantKvPagesMax: 1 << 20,
+    },
+    env,
+  );
+  const heavy = (i: number) => {
+    const x = logits[i % logits.length]!;
+    const choice = sampler.choose(x, scratch);
+    if (choice.kind !== 'token') throw new Error('the heavy sampler drew a token');
+    describeToken(x, choice.id, 20);
+  };
+  const greedy = (i: number) => argmax(logits[i % logits.length]!);
+  perCallUs(8, heavy); // warm both up
+  perCallUs(8, greedy);
+  const times = { greedy: [] as number[], heavy: [] as number[] };
+  for (let round = 0; round < 5; round++) {
+    times.greedy.push(perCallUs(20, greedy));
+    times.heavy.push(perCallUs(8, heavy));
+  }
+  return { greedy: median(times.greedy), heavy: median(times.heavy) };
+}
+
 const rows: string[][] = [];
 const decode: number[] = [];
 const sampleOld: number[] = [];
@@ -195,8 +251,9 @@ const sampleNew: number[] = [];
 const topOld: number[] = [];
 const topNew: number[] = [];
 const structured = new Map<string, Record<'mask' | 'slowestMask' | 'choose', number[]>>();
-for (let run = 0; run < runs; run++) {
-  process.stderr.write(`bench:sampling run ${run + 1}/${runs}\n`);
+const heavyRows = new Map<string, { greedy: number[]; heavy: number[] }>();
+/** The decode step and what sampling and structured outputs add to it (the rows before the heavy sampler's). */
+function stepCosts(run: number): void {
   const { stepMs, logits } = decodeStep();
   decode.push(stepMs);
   const random = new SeededRandom(run);
@@ -216,33 +273,59 @@ for (let run = 0; run < runs; run++) {
   }
 }
 
-const stepMs = median(decode);
-const pct = (x: number) => `${((100 * x) / stepMs).toFixed(2)}% of the step`;
-rows.push([`decode step, ${streams} streams (${spec}, native, 2 threads)`, `${stepMs.toFixed(1)} ms`, 'baseline']);
-rows.push([
-  'sample at temperature 1, per token: sort (before) → O(V) (now)',
-  `${median(sampleOld).toFixed(0)} µs → ${median(sampleNew).toFixed(0)} µs`,
-  `${(median(sampleOld) / median(sampleNew)).toFixed(1)}× faster`,
-]);
-rows.push([
-  'top-5 logprobs, per token: sort (before) → one pass (now)',
-  `${median(topOld).toFixed(0)} µs → ${median(topNew).toFixed(0)} µs`,
-  `${(median(topOld) / median(topNew)).toFixed(1)}× faster`,
-]);
-rows.push([
-  `sampling at temperature 1 for ${streams} streams (now)`,
-  `${((streams * median(sampleNew)) / 1000).toFixed(2)} ms`,
-  pct((streams * median(sampleNew)) / 1000),
-]);
-for (const [name, r] of structured) {
-  rows.push([`${name}:`, '', '']);
-  for (const [label, values] of [
-    ['  token masks, mean step', r.mask],
-    ['  token masks, slowest step (first visits)', r.slowestMask],
-    ['  whole structured sampling, mean step', r.choose],
-  ] as const) {
-    rows.push([`${label} (${streams} streams)`, `${median(values).toFixed(2)} ms`, pct(median(values))]);
+for (let run = 0; run < runs; run++) {
+  process.stderr.write(`bench:sampling run ${run + 1}/${runs}\n`);
+  if (!heavyOnly) stepCosts(run);
+  for (const vocab of HEAVY_VOCABS) {
+    for (const [name, topK] of Object.entries(HEAVY_CASES)) {
+      const key = `${name}, vocabulary ${vocab.toLocaleString('en')}`;
+      const r = heavyToken(vocab, topK, run);
+      const entry = heavyRows.get(key) ?? { greedy: [], heavy: [] };
+      entry.greedy.push(r.greedy);
+      entry.heavy.push(r.heavy);
+      heavyRows.set(key, entry);
+    }
   }
+}
+
+if (!heavyOnly) {
+  const stepMs = median(decode);
+  const pct = (x: number) => `${((100 * x) / stepMs).toFixed(2)}% of the step`;
+  rows.push([`decode step, ${streams} streams (${spec}, native, 2 threads)`, `${stepMs.toFixed(1)} ms`, 'baseline']);
+  rows.push([
+    'sample at temperature 1, per token: sort (before) → O(V) (now)',
+    `${median(sampleOld).toFixed(0)} µs → ${median(sampleNew).toFixed(0)} µs`,
+    `${(median(sampleOld) / median(sampleNew)).toFixed(1)}× faster`,
+  ]);
+  rows.push([
+    'top-5 logprobs, per token: sort (before) → one pass (now)',
+    `${median(topOld).toFixed(0)} µs → ${median(topNew).toFixed(0)} µs`,
+    `${(median(topOld) / median(topNew)).toFixed(1)}× faster`,
+  ]);
+  rows.push([
+    `sampling at temperature 1 for ${streams} streams (now)`,
+    `${((streams * median(sampleNew)) / 1000).toFixed(2)} ms`,
+    pct((streams * median(sampleNew)) / 1000),
+  ]);
+  for (const [name, r] of structured) {
+    rows.push([`${name}:`, '', '']);
+    for (const [label, values] of [
+      ['  token masks, mean step', r.mask],
+      ['  token masks, slowest step (first visits)', r.slowestMask],
+      ['  whole structured sampling, mean step', r.choose],
+    ] as const) {
+      rows.push([`${label} (${streams} streams)`, `${median(values).toFixed(2)} ms`, pct(median(values))]);
+    }
+  }
+}
+rows.push(['a heavy token (temperature 1.5, top_logprobs 20) against greedy on the same logits:', '', '']);
+for (const [key, r] of heavyRows) {
+  const [greedy, heavy] = [median(r.greedy), median(r.heavy)];
+  rows.push([
+    `  ${key}`,
+    `${heavy.toFixed(0)} µs vs ${greedy.toFixed(0)} µs`,
+    `${(heavy / greedy).toFixed(1)}× greedy`,
+  ]);
 }
 const width = Math.max(...rows.map((r) => r[0]!.length));
 process.stdout.write(`medians of ${runs} runs, vocabulary ${V}\n`);

@@ -10,7 +10,7 @@ import { newPageTable } from '../kv/page-table.js';
 import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
-import { logSoftmax, Sampler, type SamplingParams, unsampleable } from './sampler.js';
+import { logSoftmax, Sampler, type SamplingParams, SamplingScratch, unsampleable } from './sampler.js';
 
 export interface GenerateOptions {
   maxTokens: number;
@@ -61,6 +61,7 @@ export function generate(forward: ForwardPass, prompt: readonly number[], option
     const sampler = new Sampler(options.sampling);
     const started = performance.now();
     let logits: Float32Array | undefined;
+    let scratch: SamplingScratch | undefined; // one for the whole run, not one per token
     for (let at = 0; at < prompt.length; at += prefillChunkTokens) {
       const chunk = prompt.slice(at, at + prefillChunkTokens);
       const last = at + chunk.length >= prompt.length;
@@ -74,7 +75,8 @@ export function generate(forward: ForwardPass, prompt: readonly number[], option
       assert(logits !== undefined, 'logits after prefill');
       const error = unsampleable(logits);
       if (error !== undefined) throw error;
-      const id = sampler.sample(logits);
+      scratch ??= new SamplingScratch(logits.length);
+      const id = sampler.sample(logits, scratch);
       if (options.isStopToken(id)) {
         finishReason = 'stop';
         break;
