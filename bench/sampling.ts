@@ -132,6 +132,12 @@ const SCHEMAS: Record<string, unknown> = {
     required: ['a', 'b'],
     additionalProperties: false,
   },
+  // DESIGN I11: 64 parses at every string position, their stacks below alike (string-mask.ts groups them)
+  'anyOf 64 strings differing in minLength (64 parses in every string)': {
+    type: 'array',
+    items: { anyOf: Array.from({ length: 64 }, (_, i) => ({ type: 'string', minLength: i })) },
+    minItems: 1000,
+  },
 };
 
 interface StepCosts {

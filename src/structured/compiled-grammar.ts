@@ -4,8 +4,9 @@
  *
  * The mask of a stack is the union over the positions a next byte can be read from — the top frame, and the frames
  * below it for as long as the ones above may end:
- *   - a string frame: a pass over the vocabulary's string scan (token-index.ts), O(vocabulary) with no allocation;
- *     tokens that close the string and go on are checked against the rest of the stack (memoized by their tail);
+ *   - a string frame: its scan's bitsets (token-index.ts) and the tokens that close it, their tails after the quote
+ *     checked against the rest of the stack; the string frames of all the stacks together (string-mask.ts), since
+ *     many parses at one string position mostly differ only in their bounds;
  *   - a DFA state: its classes, computed once by walking the token trie from that state alone (BOUNDARY below):
  *     `accepted` tokens are read entirely by the state and what it calls, whatever lies below; `late` tokens leave the
  *     state partway and are checked against the real stack; tokens that leave it before their first byte belong to
@@ -15,7 +16,8 @@ import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import type { Grammar } from './grammar.js';
 import { BOUNDARY_FRAME, Frame, type Stack, stepBytes, stepStacks } from './grammar-stack.js';
-import { INSIDE_STEPS, type TokenIndex } from './token-index.js';
+import { StringMasks } from './string-mask.js';
+import type { TokenIndex } from './token-index.js';
 
 export interface StateClasses {
   accepted: Int32Array;
@@ -24,15 +26,23 @@ export interface StateClasses {
 
 export class CompiledGrammar {
   private readonly classes = new Map<number, StateClasses>();
+  private readonly strings: StringMasks;
 
   constructor(
     readonly grammar: Grammar,
     readonly index: TokenIndex,
-  ) {}
+  ) {
+    this.strings = new StringMasks(grammar, index);
+  }
 
   /** DFA states whose classes are cached (for tests and the bench) */
   get cachedStates(): number {
     return this.classes.size;
+  }
+
+  /** walks over a string scan's tails so far, one per group of string frames alike below (for tests and the bench) */
+  get tailWalks(): number {
+    return this.strings.walks;
   }
 
   /**
@@ -42,6 +52,7 @@ export class CompiledGrammar {
   fillMask(stacks: readonly Stack[], bits: Uint32Array): boolean {
     bits.fill(0);
     let complete = false;
+    const strings: Frame[] = [];
     for (const stack of stacks) {
       let f: Stack = stack;
       for (;;) {
@@ -51,7 +62,7 @@ export class CompiledGrammar {
         }
         const s = f.state;
         if (this.grammar.stringOf[s]! >= 0) {
-          this.stringMask(f, bits);
+          strings.push(f);
           break; // a string frame on top is never accepting (closed strings are popped)
         }
         const c = this.classesOf(s);
@@ -68,55 +79,8 @@ export class CompiledGrammar {
         f = f.parent;
       }
     }
+    this.strings.fill(strings, bits);
     return complete;
-  }
-
-  /**
-   * A string frame's tokens: those that stay inside, a word at a time while the longest of them fits the string's
-   * maximum (else the largest bitset of shorter ones that fits, and the rest that fit one by one); then those that
-   * close it, each distinct tail after the quote checked against the rest of the stack once.
-   */
-  private stringMask(f: Frame, bits: Uint32Array): void {
-    const g = this.grammar;
-    const { bytes, offsets } = this.index;
-    const rule = g.strings[g.stringOf[f.state]!]!;
-    const scan = this.index.stringScan(f.state - rule.base);
-    const max = rule.maxLength ?? Number.POSITIVE_INFINITY;
-    const room = max - f.count; // characters the string may still take
-    if (scan.insideCharsMax <= room) orInto(bits, scan.inside);
-    else if (room >= 0) {
-      // the largest bitset that fits, then the tokens of more characters that still fit, one by one
-      let from = 0;
-      for (let i = scan.insideUpTo.length - 1; i >= 0; i--) {
-        if (INSIDE_STEPS[i]! > room) continue;
-        orInto(bits, scan.insideUpTo[i]!);
-        from = INSIDE_STEPS[i]! + 1;
-        break;
-      }
-      const { insideByChars, charsStart } = scan;
-      for (let j = charsStart[from]!; j < charsStart[room + 1]!; j++) {
-        const t = insideByChars[j]!;
-        bits[t >>> 5]! |= 1 << (t & 31);
-      }
-    }
-    // each distinct tail after the closing quote is checked against the rest of the stack once: 1 fits, 2 does not
-    const verdicts = new Uint8Array(scan.tailToken.length);
-    const { closers, closerTail, tailToken } = scan;
-    for (let c = 0; c < closers.length; c++) {
-      const t = closers[c]!;
-      const chars = f.count + scan.chars[t]!;
-      if (chars > max || chars < rule.minLength) continue;
-      const tail = closerTail[c]!;
-      if (tail >= 0) {
-        if (verdicts[tail] === 0) {
-          const u = tailToken[tail]!;
-          const fits = stepBytes(g, [f.parent], bytes, offsets[u]! + scan.closeAt[u]!, offsets[u + 1]!).length > 0;
-          verdicts[tail] = fits ? 1 : 2;
-        }
-        if (verdicts[tail] === 2) continue;
-      }
-      bits[t >>> 5]! |= 1 << (t & 31);
-    }
   }
 
   classesOf(state: number): StateClasses {
@@ -168,8 +132,4 @@ export function ambiguous(): KvfenceError {
     'invalid_request_error',
     `the response format is too ambiguous to follow (more than ${LIMITS.grammarStacksMax} parses at once)`,
   );
-}
-
-function orInto(bits: Uint32Array, set: Uint32Array): void {
-  for (let w = 0; w < set.length; w++) bits[w]! |= set[w]!;
 }
