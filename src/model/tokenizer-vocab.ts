@@ -4,6 +4,8 @@
  */
 import { KvfenceError } from '../util/errors.js';
 import { type GgufMetadata, metaNumber, metaNumberArray, metaStringArray } from './gguf-types.js';
+import type { Merges } from './merge-rules.js';
+import { PairTable } from './pair-table.js';
 
 export const TOKEN_TYPE = { normal: 1, unknown: 2, control: 3, userDefined: 4, unused: 5, byte: 6 } as const;
 
@@ -105,27 +107,33 @@ export function readVocabulary(meta: GgufMetadata): Vocabulary {
 }
 
 /**
- * Merge ranks keyed by the merge text "left right". Exact because llama.cpp requires merge parts to hold no space
- * (find_bpe_rank asserts it). The first occurrence of a pair wins, as with llama.cpp's map emplace.
+ * Merge ranks by the ids of the two tokens merged. Parts are split at the first space after the first character:
+ * llama.cpp requires merge parts to hold no space (find_bpe_rank asserts it). The first occurrence of a pair wins, as
+ * with llama.cpp's map emplace. Every part and every merged text must be a token, so merged symbols always have ids.
  */
-export function readMerges(meta: GgufMetadata, vocab: Vocabulary): Map<string, number> {
+export function readMerges(meta: GgufMetadata, vocab: Vocabulary): Merges {
   const merges = metaStringArray(meta, 'tokenizer.ggml.merges');
   if (merges === undefined) throw invalid('tokenizer.ggml.merges is missing (required for a gpt2 tokenizer)');
-  const ranks = new Map<string, number>();
+  const ranks = new PairTable(merges.length);
+  const results = new Int32Array(merges.length);
   for (let rank = 0; rank < merges.length; rank++) {
     const merge = merges[rank];
     const split = merge.indexOf(' ', 1);
     const left = merge.slice(0, split);
     const right = merge.slice(split + 1);
-    if (split < 0 || right.includes(' ') || !vocab.idOf.has(left) || !vocab.idOf.has(right)) {
+    const leftId = vocab.idOf.get(left);
+    const rightId = vocab.idOf.get(right);
+    if (split < 0 || right.includes(' ') || leftId === undefined || rightId === undefined) {
       throw invalid(`tokenizer.ggml.merges[${rank}] '${merge}' refers to tokens not in the vocabulary`);
     }
-    if (!vocab.idOf.has(left + right)) {
+    const result = vocab.idOf.get(left + right);
+    if (result === undefined) {
       throw invalid(`tokenizer.ggml.merges[${rank}] '${merge}' makes a token not in the vocabulary`);
     }
-    if (!ranks.has(merge)) ranks.set(merge, rank);
+    ranks.addIfAbsent(leftId, rightId, rank);
+    results[rank] = result;
   }
-  return ranks;
+  return { ranks, results };
 }
 
 /** An id from metadata if present (must be in range), else llama.cpp's default for the model if that is in range. */

@@ -14,7 +14,8 @@ import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { type GgufMetadata, metaBool, metaString } from './gguf-types.js';
-import { initialSymbols, mergeSymbols } from './merge-queue.js';
+import { MergeScratch } from './merge-queue.js';
+import { BpeRules, SpmRules } from './merge-rules.js';
 import {
   BYTE_TO_CHAR,
   byteLevelEncode,
@@ -118,12 +119,14 @@ class GgufTokenizer implements Tokenizer {
   /** each token's bytes as llama.cpp renders it with special = true: token id's at [offsets[id], offsets[id + 1]) */
   private readonly pieceBytes: Uint8Array;
   private readonly pieceOffsets: Uint32Array;
+  /** the merge loop's arrays for short words, reused word after word (encoding runs to its end without yielding) */
+  private readonly scratch = new MergeScratch();
 
   constructor(
     private readonly model: TokenizerModel,
     private readonly pre: PreTokenizerName,
     private readonly vocab: Vocabulary,
-    private readonly ranks: ReadonlyMap<string, number>,
+    private readonly rules: BpeRules | SpmRules,
     meta: GgufMetadata,
   ) {
     const count = vocab.texts.length;
@@ -322,23 +325,17 @@ class GgufTokenizer implements Tokenizer {
       output.push(whole);
       return;
     }
-    const symbols = initialSymbols(word);
-    mergeSymbols(
-      word,
-      symbols,
-      (_, left, right) => this.ranks.get(`${left} ${right}`),
-      (a, b) => a.priority < b.priority || (a.priority === b.priority && a.left < b.left),
-    );
-    for (const symbol of symbols) {
-      if (symbol.length === 0) continue;
-      const text = word.slice(symbol.start, symbol.start + symbol.length);
-      const id = idOf.get(text);
-      if (id !== undefined) {
+    const symbols = this.scratch.symbolsFor(word, this.rules);
+    symbols.merge(this.rules);
+    for (let at = 0; at >= 0 && at < word.length; at = symbols.next[at]!) {
+      const id = symbols.id[at]!;
+      if (id >= 0) {
         output.push(id);
         continue;
       }
-      // llama.cpp looks each UTF-8 byte up as a one-byte token text; only ASCII bytes can match one
-      for (const b of UTF8_ENCODER.encode(text)) {
+      // a character without a token (a merged symbol always has one): llama.cpp looks each UTF-8 byte up as a one-byte
+      // token text; only ASCII bytes can match one
+      for (const b of UTF8_ENCODER.encode(symbols.text(at))) {
         const byteId = b < 0x80 ? idOf.get(String.fromCharCode(b)) : undefined;
         if (byteId !== undefined) output.push(byteId);
       }
@@ -347,19 +344,11 @@ class GgufTokenizer implements Tokenizer {
 
   /** llama.cpp's llm_tokenizer_spm_session: merge by the score of the merged piece, then spell leftovers as bytes. */
   private encodeSentencePiece(text: string, output: number[]): void {
-    const { idOf, scores } = this.vocab;
-    const symbols = initialSymbols(text);
-    mergeSymbols(
-      text,
-      symbols,
-      (merged) => {
-        const id = idOf.get(merged);
-        return id === undefined ? undefined : scores[id];
-      },
-      (a, b) => a.priority > b.priority || (a.priority === b.priority && a.left < b.left),
-    );
-    for (let i = 0; i !== -1 && symbols.length > 0; i = symbols[i].next) {
-      const piece = text.slice(symbols[i].start, symbols[i].start + symbols[i].length);
+    const { idOf } = this.vocab;
+    const symbols = this.scratch.symbolsFor(text, this.rules);
+    symbols.merge(this.rules);
+    for (let at = 0; at >= 0 && at < text.length; at = symbols.next[at]!) {
+      const piece = symbols.text(at);
       const id = idOf.get(piece);
       if (id !== undefined) {
         output.push(id);
@@ -500,6 +489,7 @@ export function tokenizerFromGguf(meta: GgufMetadata): Tokenizer {
   const vocab = readVocabulary(meta);
   // llama.cpp reads the pre-tokenizer only for BPE vocabularies
   const pre = model === 'gpt2' ? preTokenizerFor(metaString(meta, 'tokenizer.ggml.pre')) : 'default';
-  const ranks = model === 'gpt2' ? readMerges(meta, vocab) : new Map<string, number>();
-  return new GgufTokenizer(model, pre, vocab, ranks, meta);
+  const rules =
+    model === 'gpt2' ? new BpeRules(vocab.idOf, readMerges(meta, vocab)) : new SpmRules(vocab.idOf, vocab.scores);
+  return new GgufTokenizer(model, pre, vocab, rules, meta);
 }
