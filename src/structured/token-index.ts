@@ -222,74 +222,67 @@ function sortInside(scan: StringScan): void {
   });
 }
 
-/** The trie of distinct byte strings (each one's id is its index). */
-function tailTrie(tails: readonly Uint8Array[]): TailTrie {
-  const nodeByte: number[] = [0];
-  const firstChild: number[] = [-1];
-  const nextSibling: number[] = [-1];
-  const endOf: number[] = [-1];
-  const children = new Map<number, number>(); // node * 256 + byte → child
-  tails.forEach((bytes, id) => {
+/**
+ * A byte trie being built: node 0 is the root, a node's children are linked through nextSibling (the newest first),
+ * and `value` holds one id per node for the caller (-1 for none).
+ */
+class TrieBuilder {
+  readonly nodeByte: number[] = [0];
+  readonly firstChild: number[] = [-1];
+  readonly nextSibling: number[] = [-1];
+  readonly value: number[] = [-1];
+  private readonly children = new Map<number, number>(); // node * 256 + byte → child
+
+  /** The node that spells bytes[from, to), added with whatever part of its path is missing. */
+  insert(bytes: Uint8Array, from: number, to: number): number {
     let node = 0;
-    for (const b of bytes) {
-      let child = children.get(node * 256 + b);
+    for (let i = from; i < to; i++) {
+      const b = bytes[i]!;
+      let child = this.children.get(node * 256 + b);
       if (child === undefined) {
-        child = nodeByte.length;
-        nodeByte.push(b);
-        firstChild.push(-1);
-        nextSibling.push(firstChild[node]!);
-        endOf.push(-1);
-        firstChild[node] = child;
-        children.set(node * 256 + b, child);
+        child = this.nodeByte.length;
+        this.nodeByte.push(b);
+        this.firstChild.push(-1);
+        this.nextSibling.push(this.firstChild[node]!);
+        this.value.push(-1);
+        this.firstChild[node] = child;
+        this.children.set(node * 256 + b, child);
       }
       node = child;
     }
-    endOf[node] = id;
-  });
-  return {
-    count: tails.length,
-    nodeByte: Uint8Array.from(nodeByte),
-    firstChild: Int32Array.from(firstChild),
-    nextSibling: Int32Array.from(nextSibling),
-    endOf: Int32Array.from(endOf),
-  };
+    return node;
+  }
+
+  get links() {
+    return {
+      nodeByte: Uint8Array.from(this.nodeByte),
+      firstChild: Int32Array.from(this.firstChild),
+      nextSibling: Int32Array.from(this.nextSibling),
+    };
+  }
 }
 
+/** The trie of distinct byte strings (each one's id is its index). */
+function tailTrie(tails: readonly Uint8Array[]): TailTrie {
+  const trie = new TrieBuilder();
+  tails.forEach((bytes, id) => {
+    trie.value[trie.insert(bytes, 0, bytes.length)] = id;
+  });
+  return { count: tails.length, ...trie.links, endOf: Int32Array.from(trie.value) };
+}
+
+/** The vocabulary's trie: each node's tokens listed from firstToken through tokenNext. */
 function buildTrie(bytes: Uint8Array, offsets: Uint32Array) {
-  const nodeByte: number[] = [0];
-  const firstChild: number[] = [-1];
-  const nextSibling: number[] = [-1];
-  const firstToken: number[] = [-1];
-  const children = new Map<number, number>(); // node * 256 + byte → child
+  const trie = new TrieBuilder();
   const count = offsets.length - 1;
   const tokenNext = new Int32Array(count).fill(-1);
   for (let id = 0; id < count; id++) {
     const from = offsets[id]!;
     const to = offsets[id + 1]!;
     if (from === to) continue;
-    let node = 0;
-    for (let i = from; i < to; i++) {
-      const b = bytes[i]!;
-      let child = children.get(node * 256 + b);
-      if (child === undefined) {
-        child = nodeByte.length;
-        nodeByte.push(b);
-        firstChild.push(-1);
-        nextSibling.push(firstChild[node]!);
-        firstToken.push(-1);
-        firstChild[node] = child;
-        children.set(node * 256 + b, child);
-      }
-      node = child;
-    }
-    tokenNext[id] = firstToken[node]!;
-    firstToken[node] = id;
+    const node = trie.insert(bytes, from, to);
+    tokenNext[id] = trie.value[node]!;
+    trie.value[node] = id;
   }
-  return {
-    nodeByte: Uint8Array.from(nodeByte),
-    firstChild: Int32Array.from(firstChild),
-    nextSibling: Int32Array.from(nextSibling),
-    firstToken: Int32Array.from(firstToken),
-    tokenNext,
-  };
+  return { ...trie.links, firstToken: Int32Array.from(trie.value), tokenNext };
 }
