@@ -11,22 +11,40 @@
  * frame in a dead state (accepting, no way forward) is skipped, since reading a byte there goes on at once below it
  * and a tail is never empty. Anything the bounded checks cannot show alike counts as different (one more group, the
  * cost of before).
+ *
+ * Bounded per mask: the checks of one mask visit at most PAIRS_PER_MASK state pairs in all (`startMask`), and one
+ * check at most PAIRS_MAX. A verdict is kept once found (a check past PAIRS_MAX is kept as "different" too), one cut
+ * short by the mask's budget is not, so the next mask takes it up. Without the budget, 64 parses whose states are
+ * alike only over 400-byte paths (an `anyOf` of 64 objects, each a string then the same long const) made every
+ * string's first mask compare 2,016 pairs of states 256 pairs deep: 33–43 ms on the engine's thread each time, where
+ * masking them one by one took ~1 ms (I11 review).
  */
 import type { Grammar } from './grammar.js';
 import type { Stack } from './grammar-stack.js';
 
 /** state pairs one bisimulation check may visit before it gives up (answering "different") */
-const PAIRS_MAX = 256;
+const PAIRS_MAX = 4096;
+/** state pairs the checks of one mask may visit in all (~1 ms) */
+export const PAIRS_PER_MASK = 16_384;
 /** frames compared below a string frame before giving up */
 const DEPTH_MAX = 16;
 /** pair verdicts kept per grammar (cleared when full) */
-const KNOWN_MAX = 4096;
+const KNOWN_MAX = 16_384;
 
 export class StateEquivalence {
   /** pair verdicts: key a * stateCount + b with a < b (exact in a double: states are at most LIMITS.grammarStatesMax) */
   private readonly known = new Map<number, boolean>();
+  /** state pairs this mask's checks may still visit */
+  private budget = PAIRS_PER_MASK;
+  /** state pairs visited so far (for tests) */
+  pairsVisited = 0;
 
   constructor(private readonly g: Grammar) {}
+
+  /** A new mask: its checks get a fresh budget. */
+  startMask(): void {
+    this.budget = PAIRS_PER_MASK;
+  }
 
   /** Whether the stacks read every non-empty byte sequence alike (false when unsure). */
   sameBelow(a: Stack, b: Stack): boolean {
@@ -51,29 +69,39 @@ export class StateEquivalence {
   sameState(a: number, b: number): boolean {
     if (a === b) return true;
     const key = a < b ? a * this.g.stateCount + b : b * this.g.stateCount + a;
-    let same = this.known.get(key);
-    if (same === undefined) {
-      same = this.bisimilar(a, b);
-      if (this.known.size >= KNOWN_MAX) this.known.clear();
-      this.known.set(key, same);
-    }
+    const known = this.known.get(key);
+    if (known !== undefined) return known;
+    const same = this.bisimilar(a, b);
+    if (same === undefined) return false; // the mask's budget ran out: not known yet
+    if (this.known.size >= KNOWN_MAX) this.known.clear();
+    this.known.set(key, same);
     return same;
   }
 
   /**
    * Assumes the pair alike and follows every pair it leads to; alike when no pair differs locally (the pairs visited
    * then form a bisimulation). Ranges and calls are compared in their stored order, so states alike only up to a
-   * different split of their ranges count as different.
+   * different split of their ranges count as different. Undefined when the mask's budget runs out first.
    */
-  private bisimilar(a0: number, b0: number): boolean {
+  private bisimilar(a0: number, b0: number): boolean | undefined {
     const g = this.g;
+    if (this.budget <= 0) return undefined;
+    this.budget--;
+    this.pairsVisited++;
     const assumed = new Set<number>([a0 * g.stateCount + b0]);
     const todo = [a0, b0];
+    let outOfBudget = false;
     const follow = (x: number, y: number): boolean => {
       if (x === y) return true;
       const key = x * g.stateCount + y;
       if (assumed.has(key)) return true;
       if (assumed.size >= PAIRS_MAX) return false;
+      if (this.budget <= 0) {
+        outOfBudget = true;
+        return false;
+      }
+      this.budget--;
+      this.pairsVisited++;
       assumed.add(key);
       todo.push(x, y);
       return true;
@@ -89,7 +117,7 @@ export class StateEquivalence {
       if (g.rangeStart[b + 1]! - rb !== ranges) return false;
       for (let i = 0; i < ranges; i++) {
         if (g.rangeLo[ra + i] !== g.rangeLo[rb + i] || g.rangeHi[ra + i] !== g.rangeHi[rb + i]) return false;
-        if (!follow(g.rangeTarget[ra + i]!, g.rangeTarget[rb + i]!)) return false;
+        if (!follow(g.rangeTarget[ra + i]!, g.rangeTarget[rb + i]!)) return outOfBudget ? undefined : false;
       }
       const ca = g.callStart[a]!;
       const cb = g.callStart[b]!;
@@ -97,7 +125,7 @@ export class StateEquivalence {
       if (g.callStart[b + 1]! - cb !== calls) return false;
       for (let i = 0; i < calls; i++) {
         if (g.callRule[ca + i] !== g.callRule[cb + i]) return false;
-        if (!follow(g.callReturn[ca + i]!, g.callReturn[cb + i]!)) return false;
+        if (!follow(g.callReturn[ca + i]!, g.callReturn[cb + i]!)) return outOfBudget ? undefined : false;
       }
     }
     return true;

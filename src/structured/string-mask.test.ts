@@ -6,7 +6,7 @@ import { GrammarBuilder } from './grammar-builder.js';
 import { GrammarCache } from './grammar-cache.js';
 import { GrammarMatcher } from './grammar-matcher.js';
 import type { Frame, Stack } from './grammar-stack.js';
-import { StateEquivalence } from './mask-equivalence.js';
+import { PAIRS_PER_MASK, StateEquivalence } from './mask-equivalence.js';
 import { TokenIndex, type VocabularySource } from './token-index.js';
 
 /**
@@ -198,6 +198,36 @@ describe('string masks with many parses', () => {
     const two = (o as unknown as { stacks: Frame[] }).stacks;
     assert.equal(two.length, 2);
     assert.equal(new StateEquivalence(other.grammar).sameBelow(two[0]!.parent, two[1]!.parent), false);
+  });
+
+  it('the checks of one mask visit a bounded number of state pairs; what they leave, later masks take up', () => {
+    // 64 parses alike only over a 400-byte const each: unbounded, every string's first mask compared them 33–43 ms
+    // on the engine's thread with Llama 3's vocabulary (I11 review)
+    const item = (i: number) => ({
+      type: 'object',
+      properties: { s: { type: 'string', minLength: i }, c: { const: 'y'.repeat(400) } },
+      required: ['s', 'c'],
+      additionalProperties: false,
+    });
+    const schema = { type: 'array', items: { anyOf: range(64, item) } };
+    const compiled = new GrammarCache(index).compile({ kind: 'json_schema', schema }, 'a');
+    const m = new GrammarMatcher(compiled);
+    for (const piece of ['[', '{"', 's', '":"']) assert.ok(m.accept(PIECES.indexOf(piece)), piece);
+    const stacks = (m as unknown as { stacks: Frame[] }).stacks;
+    assert.equal(stacks.length, 64);
+    const eq = new StateEquivalence(compiled.grammar);
+    const groups = () => {
+      eq.startMask();
+      const firsts: Frame[] = [];
+      for (const f of stacks) if (!firsts.some((g) => eq.sameBelow(g.parent, f.parent))) firsts.push(f);
+      return firsts.length;
+    };
+    const counts = [groups()];
+    assert.ok(eq.pairsVisited <= PAIRS_PER_MASK, `${eq.pairsVisited} pairs in one mask`);
+    assert.ok(counts[0]! > 1, 'the budget ran out before every parse was shown alike');
+    while (counts.at(-1)! > 1 && counts.length < 8) counts.push(groups());
+    assert.equal(counts.at(-1), 1, `groups mask by mask: ${counts.join(', ')}`);
+    assert.ok(eq.pairsVisited <= counts.length * PAIRS_PER_MASK);
   });
 
   it('a position of many parses alike walks the tails once, then finds them while the string goes on', () => {

@@ -53,6 +53,7 @@ export class StringMasks {
   fill(frames: readonly Frame[], bits: Uint32Array): void {
     const rooms = new Array<number>(STRING_SUB_COUNT).fill(-1);
     const groups: Group[] = [];
+    this.equivalence.startMask();
     for (const f of frames) {
       const rule = this.g.strings[this.g.stringOf[f.state]!]!;
       const sub = f.state - rule.base;
