@@ -83,7 +83,7 @@ export class ThreadCalls<Request, Answer> {
       const timer = setTimeout(() => {
         this.waiting.remove(caller, waiting);
         this.finish(waiting.id)?.reject(new KvfenceError('server_overloaded', this.words.slow(this.timeoutMs)));
-        if (this.onThread === waiting.id) this.lose();
+        if (this.onThread === waiting.id) this.lose(true);
       }, this.timeoutMs);
       this.pending.set(waiting.id, { resolve, reject, timer, caller });
       this.callers.set(caller, held + 1);
@@ -115,17 +115,21 @@ export class ThreadCalls<Request, Answer> {
       if (worker !== this.worker) return;
       const id = this.onThread;
       if (id !== undefined) this.finish(id)?.reject(new KvfenceError('internal_error', `${this.words.thread} ${why}`));
-      this.lose();
+      this.lose(id !== undefined);
     };
     worker.on('error', (error) => fail(`failed: ${error.message}`));
     worker.on('exit', () => fail('exited'));
     return worker;
   }
 
-  /** Ends the thread and whatever it runs; a fresh one takes the next call. */
-  private lose(): void {
+  /**
+   * Ends the thread and whatever it runs; a fresh one takes the next call, started now when `restart` (the
+   * tokenizer's takes ~0.1–0.8 s to load its vocabulary), else when that call comes: a thread that fails as it
+   * starts, with no call on it, is not started again and again.
+   */
+  private lose(restart: boolean): void {
     const worker = this.worker;
-    this.worker = undefined;
+    this.worker = restart && !this.closed ? this.start() : undefined;
     this.onThread = undefined;
     void worker?.terminate();
     this.post();
