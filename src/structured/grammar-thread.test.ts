@@ -95,6 +95,19 @@ test('bounds: a tenant’s queued builds (429), a waiter’s time (503); the thr
   }
 });
 
+test('a close fails the running and the queued builds; none runs after it', async () => {
+  const built: string[] = [];
+  const thread = new GrammarThread((key) => built.push(key));
+  const running = build(thread, 'running', 'a', costlyConstraint('r').constraint, []);
+  const queued = build(thread, 'queued', 'b', object(5, 'q_'), []);
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  await thread.close();
+  for (const result of await Promise.all([running, queued])) assert.ok(result instanceof KvfenceError, String(result));
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  assert.deepEqual(built, [], 'nothing was built after the close');
+  await thread.close();
+});
+
 test('a tenant sending one schema at a time takes its turn, not every turn: a backlog is not starved', async () => {
   const thread = new GrammarThread(() => {});
   try {

@@ -102,7 +102,13 @@ export class GrammarThread {
     return this.buildsRun;
   }
 
+  /**
+   * Ends the thread: the running build and the queued ones fail their requests (a later build starts a fresh thread).
+   * Left queued, they ran on a thread started after the close (review finding).
+   */
   async close(): Promise<void> {
+    const closed = new KvfenceError('server_overloaded', 'the grammar thread was closed');
+    for (const build of this.queued.drain()) this.notify(this.release(build), closed);
     const calls = this.calls;
     this.calls = undefined;
     await calls?.close();
@@ -158,6 +164,14 @@ export class GrammarThread {
   private finish(build: Build, result: Grammar | KvfenceError): void {
     this.buildsRun++;
     this.running = undefined;
+    const waiters = this.release(build);
+    this.next();
+    if (!(result instanceof KvfenceError)) this.onBuilt(build.key, build.tenant, result);
+    this.notify(waiters, result);
+  }
+
+  /** Takes a build off the books with its waiters' timers and counts; returns the waiters, to be told. */
+  private release(build: Build): Waiter[] {
     this.builds.delete(build.key);
     const waiters = [...build.waiters];
     for (const waiter of waiters) {
@@ -165,8 +179,10 @@ export class GrammarThread {
       this.count(build.tenant, -1);
     }
     build.waiters.clear();
-    this.next();
-    if (!(result instanceof KvfenceError)) this.onBuilt(build.key, build.tenant, result);
+    return waiters;
+  }
+
+  private notify(waiters: readonly Waiter[], result: Grammar | KvfenceError): void {
     for (const waiter of waiters) {
       try {
         waiter.done(result);
