@@ -147,7 +147,7 @@ export class TokenIndex {
       closers: new Int32Array(0),
       closersCharsMax: 0,
       closerTail: new Int32Array(0),
-      tails: tailTrie([]),
+      tails: tailTrieOf(new TrieBuilder(), 0),
     };
     const closers: number[] = [];
     for (let id = 0; id < n; id++) {
@@ -184,22 +184,18 @@ export class TokenIndex {
     }
     sortInside(scan);
     scan.closers = Int32Array.from(closers);
-    const tails = new Map<string, number>();
-    const tailBytes: Uint8Array[] = [];
+    // the same bytes end at the same trie node: its first closer numbers the tail, the rest find it there
+    const trie = new TrieBuilder();
+    let tailCount = 0;
     scan.closerTail = Int32Array.from(closers, (id) => {
       const from = this.offsets[id]! + scan.closeAt[id]!;
       const to = this.offsets[id + 1]!;
       if (from === to) return -1;
-      const key = Buffer.from(this.bytes.buffer, this.bytes.byteOffset + from, to - from).toString('latin1');
-      let tail = tails.get(key);
-      if (tail === undefined) {
-        tail = tailBytes.length;
-        tails.set(key, tail);
-        tailBytes.push(this.bytes.subarray(from, to));
-      }
-      return tail;
+      const node = trie.insert(this.bytes, from, to);
+      if (trie.value[node] === -1) trie.value[node] = tailCount++;
+      return trie.value[node]!;
     });
-    scan.tails = tailTrie(tailBytes);
+    scan.tails = tailTrieOf(trie, tailCount);
     return scan;
   }
 }
@@ -262,13 +258,9 @@ class TrieBuilder {
   }
 }
 
-/** The trie of distinct byte strings (each one's id is its index). */
-function tailTrie(tails: readonly Uint8Array[]): TailTrie {
-  const trie = new TrieBuilder();
-  tails.forEach((bytes, id) => {
-    trie.value[trie.insert(bytes, 0, bytes.length)] = id;
-  });
-  return { count: tails.length, ...trie.links, endOf: Int32Array.from(trie.value) };
+/** The trie of `count` distinct tails, each one's id the value of the node where it ends. */
+function tailTrieOf(trie: TrieBuilder, count: number): TailTrie {
+  return { count, ...trie.links, endOf: Int32Array.from(trie.value) };
 }
 
 /** The vocabulary's trie: each node's tokens listed from firstToken through tokenNext. */
