@@ -6,22 +6,36 @@
  * prompt that is more than a few short messages: its chat template renders there too (thousands of one-character
  * messages held the event loop 25–50 ms a request).
  *
- * Bounded (util/thread-calls.ts): at most QUEUE_MAX texts wait for the thread (more: 503 at once), each is answered
- * within `timeoutMs` or rejected with 503; tenants take turns. Callers bound each text first (served-model.ts: no text
- * longer than the context can need), and pass the context as `max`, so the thread never works on more than one
- * context's worth of a prompt, nor merges a word sure to pass it (tokenizer.ts encodeUpTo).
+ * Two threads, by how long a call can take: texts and chat prompts of up to QUICK_CHARS characters, and grammar
+ * checks (bounded by LIMITS.grammarWorkMax), go to one; longer prompts to the other. A prompt of millions of
+ * characters is legal at a long context and can take the thread its whole time limit (16 million spaces at a 131,072
+ * context: over 10 s of merging), and a thread runs one call at a time: on one thread for all, every tenant's next
+ * prompt waited behind it. Now a short prompt waits behind short work only (~40 ms a call at most: a 65,536-letter
+ * word of CJK on Llama 3's vocabulary), and long prompts take turns among themselves. The second thread holds a
+ * second copy of the tokenizer (~110 MB for a 128k vocabulary).
+ *
+ * Bounded (util/thread-calls.ts), each thread on its own: at most QUEUE_MAX calls wait for it (more: 503 at once),
+ * each is answered within `timeoutMs` or rejected with 503; tenants take turns. Callers bound each text first
+ * (served-model.ts: no text longer than the context can need), and pass the context as `max`, so a thread never
+ * works on more than one context's worth of a prompt, nor merges a word sure to pass it (tokenizer.ts encodeUpTo).
  * Prompts are tokenized before a request meets its tenant's limits (how many pages it needs depends on its length), so
- * the thread bounds each tenant itself: at most PER_TENANT_MAX of one tenant's texts at a time (more: 429), and a
+ * each thread bounds each tenant itself: at most PER_TENANT_MAX of one tenant's calls at a time (more: 429), and a
  * tenant sending long prompts in a loop cannot fill the queue and turn other tenants' prompts into 503s.
  */
 import type { ChatCall } from '../gateway/prompt-length.js';
 import { constraintGrammar, type GrammarCheck } from '../structured/grammar-cache.js';
 import { assert } from '../util/assert.js';
+import { textWithin } from '../util/text-within.js';
 import { ThreadCalls } from '../util/thread-calls.js';
 import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 
 /** a text this long or shorter is tokenized inline (about a millisecond) */
 export const INLINE_CHARS = 2048;
+/**
+ * a text or chat prompt of at most this many characters (textWithin's count, for a chat) is quick work: ~40 ms at
+ * most, where a longer one can take seconds
+ */
+export const QUICK_CHARS = 65_536;
 /** a grammar this cheap to build (steps of its construction) is checked inline (a millisecond or two) */
 const INLINE_GRAMMAR_WORK = 50_000;
 const QUEUE_MAX = 64;
@@ -37,37 +51,46 @@ export type EncodeCall =
   | { kind: 'grammar'; checks: readonly GrammarCheck[] };
 
 export class EncoderThread {
-  private readonly calls: ThreadCalls<EncodeCall, number[] | undefined>;
+  /** calls of bounded cost: texts and chat prompts within QUICK_CHARS, grammar checks */
+  private readonly quick: ThreadCalls<EncodeCall, number[] | undefined>;
+  /** longer prompts */
+  private readonly long: ThreadCalls<EncodeCall, number[] | undefined>;
 
   constructor(
     private readonly tokenizer: Tokenizer,
     modelPath: string,
     timeoutMs: number,
   ) {
-    this.calls = new ThreadCalls(
-      new URL('./encoder-thread-main.js', import.meta.url),
-      { modelPath },
-      {
-        thread: 'the tokenizer thread',
-        busy: (n) => `${n} long prompts are already being tokenized`,
-        callerBusy: (n) => `${n} of your long prompts are already being tokenized; send the next when one is answered`,
-        slow: (ms) => `tokenizing the prompt took longer than ${ms} ms`,
-      },
-      timeoutMs,
-      QUEUE_MAX,
-      PER_TENANT_MAX,
-    );
+    const thread = (which: string) =>
+      new ThreadCalls<EncodeCall, number[] | undefined>(
+        new URL('./encoder-thread-main.js', import.meta.url),
+        { modelPath },
+        {
+          thread: `the tokenizer thread for ${which} prompts`,
+          busy: (n) => `${n} ${which} prompts are already waiting to be tokenized`,
+          callerBusy: (n) =>
+            `${n} of your ${which} prompts are already being tokenized; send the next when one is answered`,
+          slow: (ms) => `tokenizing the prompt took longer than ${ms} ms`,
+        },
+        timeoutMs,
+        QUEUE_MAX,
+        PER_TENANT_MAX,
+      );
+    this.quick = thread('short');
+    this.long = thread('long');
   }
 
   /** `tenant`'s text's ids, as `tokenizer.encodeUpTo` gives them; long texts are encoded on the thread. */
   async encodeUpTo(text: string, max: number, options: EncodeOptions, tenant: string): Promise<number[] | undefined> {
     if (text.length <= INLINE_CHARS) return this.tokenizer.encodeUpTo(text, max, options);
-    return this.calls.call({ kind: 'text', text, max, options }, tenant);
+    const thread = text.length <= QUICK_CHARS ? this.quick : this.long;
+    return thread.call({ kind: 'text', text, max, options }, tenant);
   }
 
   /** `tenant`'s chat prompt's ids (prompt-length.ts chatPromptTokens), rendered and tokenized on the thread. */
   async encodeChat(call: ChatCall, tenant: string): Promise<number[]> {
-    const ids = await this.calls.call({ kind: 'chat', ...call }, tenant);
+    const thread = textWithin([call.messages, call.tools], QUICK_CHARS) ? this.quick : this.long;
+    const ids = await thread.call({ kind: 'chat', ...call }, tenant);
     assert(ids !== undefined, "a chat prompt's ids, or its 400");
     return ids;
   }
@@ -88,10 +111,10 @@ export class EncoderThread {
     } catch {
       // the thread says why, with the whole budget, naming the field
     }
-    await this.calls.call({ kind: 'grammar', checks }, tenant);
+    await this.quick.call({ kind: 'grammar', checks }, tenant);
   }
 
-  close(): Promise<void> {
-    return this.calls.close();
+  async close(): Promise<void> {
+    await Promise.all([this.quick.close(), this.long.close()]);
   }
 }

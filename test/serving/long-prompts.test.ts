@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { chatPromptTokens } from '../../src/gateway/prompt-length.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
-import { parseChatTemplate } from '../../src/model/chat-template.js';
-import { EncoderThread } from '../../src/model/encoder-thread.js';
+import { type ChatMessage, parseChatTemplate } from '../../src/model/chat-template.js';
+import { EncoderThread, QUICK_CHARS } from '../../src/model/encoder-thread.js';
 import type { EncodeOptions } from '../../src/model/tokenizer.js';
 import { SCHEMA_PARAM } from '../../src/structured/grammar-cache.js';
 import { whileTicking } from '../helpers/event-loop-ticks.js';
@@ -161,16 +161,17 @@ test('a prompt refused for its time while waiting leaves the queue unrun', async
   const model = loadTestModel(SERVING_MODEL);
   const thread = new EncoderThread(model.tokenizer, model.path, 1);
   try {
-    // the first keeps the thread busy for a while; the other 63 wait behind it. All 64 are refused for their time
+    // the first keeps the long prompts' thread busy for a while; the other 63 wait behind it. All 64 are refused for
+    // their time
     const long = 'x y z '.repeat(200_000);
-    const texts = [long, ...Array.from({ length: 63 }, () => 'a b c d '.repeat(500))];
+    const texts = [long, ...Array.from({ length: 63 }, () => 'a b c d '.repeat(QUICK_CHARS / 8 + 1))];
     const codes = await Promise.all(
       texts.map((text, i) => encode(thread, text, {}, `t${i}`).catch((e: { code?: string }) => e.code)),
     );
     assert.deepEqual(new Set(codes), new Set(['server_overloaded']));
     // the 63 left unrun, so the queue has room: a new prompt is taken (and refused for its own time), where a queue
     // still holding them would refuse it at once
-    await assert.rejects(encode(thread, 'a b c d '.repeat(500), {}, 'late'), /took longer than 1 ms/);
+    await assert.rejects(encode(thread, long, {}, 'late'), /took longer than 1 ms/);
   } finally {
     await thread.close();
   }
@@ -188,6 +189,37 @@ test('a prompt refused for its time on the thread ends it: the next is answered 
   } finally {
     await thread.close();
   }
+});
+
+test('a short prompt never waits behind a long one: long prompts have a thread of their own', async () => {
+  // a prompt of millions of characters is legal at a long context, and on one thread for all every tenant's next
+  // prompt waited behind it (16 million spaces at a 131,072 context: over 10 s on Llama 3's vocabulary)
+  const model = loadTestModel(SERVING_MODEL);
+  const template = parseChatTemplate(model.chatTemplate!);
+  const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
+  let costlyDone = false;
+  const costly = encode(thread, 'ab'.repeat(2_500_000), {}, 'costly').then(
+    () => 'answered',
+    (e: { code?: string }) => e.code,
+  );
+  void costly.finally(() => {
+    costlyDone = true;
+  });
+  try {
+    const text = 'a b c d '.repeat(500); // past the inline bound, within the quick one
+    assert.deepEqual(await encode(thread, text, {}, 'short'), model.tokenizer.encode(text, {}));
+    const call = { messages: messages3000().slice(0, 40) as ChatMessage[], tools: undefined, context: 1 << 20 };
+    assert.deepEqual(await thread.encodeChat(call, 'chat'), chatPromptTokens(template, model.tokenizer, call));
+    const costlySchema = { type: 'object', properties: { p: { type: 'string', format: 'email' } } };
+    await assert.rejects(
+      thread.checkGrammars([{ constraint: { kind: 'json_schema', schema: costlySchema }, param: SCHEMA_PARAM }], 'g'),
+      (e: { code?: string }) => e.code === 'invalid_request_error',
+    );
+    assert.equal(costlyDone, false, 'answered while the long prompt is still being tokenized');
+  } finally {
+    await thread.close();
+  }
+  assert.equal(await costly, 'internal_error', 'the long one fails with the close');
 });
 
 test("tenants take turns on the tokenizer thread: one's backlog delays another's prompt by one prompt", async () => {
