@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { expNeg } from '../util/exp-neg.js';
 import { SeededRandom } from '../util/random.js';
 import { argmax, logSoftmax, Sampler, type SamplingParams, SamplingScratch } from './sampler.js';
 import { bucketScale, collect, RANK_BUCKETS, RankScratch, sortByRank } from './select.js';
@@ -86,7 +87,7 @@ function referenceSample(values: Float32Array, p: SamplingParams, random: Seeded
   if (p.temperature === 0) return argmax(values);
   const order = ranked(values);
   const top = p.topK > 0 && p.topK < order.length ? order.slice(0, p.topK) : order;
-  const w = (id: number) => Math.exp((values[id]! - values[order[0]!]!) / p.temperature);
+  const w = (id: number) => expNeg((values[order[0]!]! - values[id]!) / p.temperature);
   const total = [...top].sort((x, y) => x - y).reduce((s, id) => s + w(id), 0);
   let kept = top.length;
   let cumulative = 0;
@@ -163,7 +164,7 @@ test('sample draws what the sort-all definition draws, seed for seed (property, 
 function topPAtPrefix(values: Float32Array, p: SamplingParams, prefix: number, nudge: number): number {
   const order = ranked(values);
   const top = p.topK > 0 && p.topK < order.length ? order.slice(0, p.topK) : order;
-  const w = (id: number) => Math.exp((values[id]! - values[order[0]!]!) / p.temperature);
+  const w = (id: number) => expNeg((values[order[0]!]! - values[id]!) / p.temperature);
   const total = [...top].sort((x, y) => x - y).reduce((s, id) => s + w(id), 0);
   let mass = 0;
   for (const id of top.slice(0, 1 + (prefix % top.length))) mass += w(id);
