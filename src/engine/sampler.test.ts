@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { expNeg } from '../util/exp-neg.js';
 import { SeededRandom } from '../util/random.js';
 import { argmax, logSoftmax, Sampler, type SamplingParams, SamplingScratch } from './sampler.js';
-import { bucketScale, collect, RANK_BUCKETS, RankScratch, sortByRank } from './select.js';
+import { bucketOf, bucketScale, collect, NO_BUCKET, RANK_BUCKETS, RankScratch, sortByRank } from './select.js';
 import { describeToken } from './token-logprobs.js';
 
 const logits = Float32Array.from([0.5, 2, 1.5, -1, 2, 0]);
@@ -67,7 +67,10 @@ test('sortByRank orders the candidates as the sorted definition (ties, -0 and +0
     for (const id of order) [max, min] = [Math.max(max, values[id]!), Math.min(min, values[id]!)];
     const scale = bucketScale(max, min);
     const last = random.nextInt(RANK_BUCKETS);
-    const m = collect(values, max, scale, 0, last, rank);
+    values.forEach((l, i) => {
+      rank.buckets[i] = l === Number.NEGATIVE_INFINITY ? NO_BUCKET : bucketOf(l, max, scale);
+    });
+    const m = collect(rank, n, 0, last);
     sortByRank(values, m, rank);
     // buckets 0..last hold a prefix of the ranking, and the sort orders it
     assert.deepEqual([...rank.byRank.subarray(0, m)], order.slice(0, m), `round ${round}`);

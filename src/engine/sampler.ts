@@ -15,7 +15,7 @@ import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
 import { expNeg } from '../util/exp-neg.js';
 import { SeededRandom } from '../util/random.js';
-import { bucketOf, bucketScale, collect, RANK_BUCKETS, RankScratch, sortByRank } from './select.js';
+import { bucketOf, bucketScale, collect, NO_BUCKET, RANK_BUCKETS, RankScratch, sortByRank } from './select.js';
 
 export interface SamplingParams {
   /** 0 means greedy */
@@ -154,15 +154,17 @@ export class Sampler {
   private sampleTopK(logits: Float32Array, scratch: SamplingScratch, max: number, scale: number): number {
     const { rank, weights } = scratch;
     const { temperature, topK, topP } = this.params;
-    const counts = rank.counts;
+    const { counts, buckets } = rank;
     counts.fill(0);
     for (let i = 0; i < logits.length; i++) {
       const l = logits[i]!;
-      if (l !== Number.NEGATIVE_INFINITY) counts[bucketOf(l, max, scale)]!++;
+      const b = l === Number.NEGATIVE_INFINITY ? NO_BUCKET : bucketOf(l, max, scale);
+      buckets[i] = b;
+      if (b !== NO_BUCKET) counts[b]!++;
     }
     let last = 0;
     for (let seen = counts[0]!; seen < topK; ) seen += counts[++last]!;
-    const m = collect(logits, max, scale, 0, last, rank);
+    const m = collect(rank, logits.length, 0, last);
     sortByRank(logits, m, rank);
     const kthLogit = logits[rank.byRank[topK - 1]!]!;
     const kthId = rank.byRank[topK - 1]!;
@@ -190,16 +192,21 @@ export class Sampler {
   private sampleTopP(logits: Float32Array, scratch: SamplingScratch, max: number, scale: number, n: number): number {
     const { rank, weights } = scratch;
     const { temperature, topP } = this.params;
-    const masses = rank.masses;
+    const { masses, buckets } = rank;
     masses.fill(0);
     let total = 0;
     for (let i = 0; i < logits.length; i++) {
       const l = logits[i]!;
-      if (l === Number.NEGATIVE_INFINITY) continue;
+      if (l === Number.NEGATIVE_INFINITY) {
+        buckets[i] = NO_BUCKET;
+        continue;
+      }
       const w = expNeg((max - l) / temperature);
       weights[i] = w;
       total += w;
-      masses[bucketOf(l, max, scale)]! += w;
+      const b = bucketOf(l, max, scale);
+      buckets[i] = b;
+      masses[b]! += w;
     }
     const need = topP * total;
     // |any-order sum - rank-order sum| ≤ 2·(terms + buckets)·2^-53·total; this is 4 times that
@@ -207,7 +214,7 @@ export class Sampler {
     let bucket = 0;
     let before = 0;
     while (bucket < RANK_BUCKETS - 1 && before + masses[bucket]! < need) before += masses[bucket++]!;
-    let m = collect(logits, max, scale, bucket, bucket, rank);
+    let m = collect(rank, logits.length, bucket, bucket);
     sortByRank(logits, m, rank);
     let sum = before;
     for (let j = 0; j < m; j++) {
@@ -221,7 +228,7 @@ export class Sampler {
     }
     let last = 0;
     for (let mass = masses[0]!; mass < need + slack && last < RANK_BUCKETS - 1; ) mass += masses[++last]!;
-    m = collect(logits, max, scale, 0, last, rank);
+    m = collect(rank, logits.length, 0, last);
     sortByRank(logits, m, rank);
     const count = massCut(weights, rank.byRank, m, need);
     assert(count > 0 || m === n, 'the candidates hold the cut');
