@@ -7,6 +7,7 @@
 import type { Template } from '@huggingface/jinja';
 import type { ChatMessage } from '../model/chat-template.js';
 import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
+import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
 import { renderChatPrompt } from './chat-prompt.js';
 
@@ -69,7 +70,24 @@ export interface ChatCall {
  * own text literal: chat-prompt.ts), bounded like any client text.
  */
 export function chatPromptTokens(template: Template, tokenizer: Tokenizer, call: ChatCall): number[] {
+  const ids = chatPromptTokensWithin(template, tokenizer, call, Number.POSITIVE_INFINITY);
+  assert(ids !== undefined, 'a rendered prompt within no bound');
+  return ids;
+}
+
+/**
+ * chatPromptTokens, or undefined, untokenized, when the rendered prompt is longer than `renderedMax` characters: a
+ * chat template can print a small request at length (tools pretty-printed at every level of a deep nesting: 40 KB
+ * of JSON rendered to 16.5 million characters in ~60 ms, seconds of tokenizing).
+ */
+export function chatPromptTokensWithin(
+  template: Template,
+  tokenizer: Tokenizer,
+  call: ChatCall,
+  renderedMax: number,
+): number[] | undefined {
   const { text, literalRanges } = renderChatPrompt(template, call.messages, tokenizer, call.tools);
+  if (text.length > renderedMax) return undefined;
   return encodeBounded(
     tokenizer,
     text,

@@ -1,7 +1,6 @@
 /** The tokenizer thread of encoder-thread.ts: reads the tokenizer and chat template from the model file's header. */
 import { workerData } from 'node:worker_threads';
-import { chatPromptTokens } from '../gateway/prompt-length.js';
-import { checkGrammars } from '../structured/grammar-cache.js';
+import { chatPromptTokensWithin } from '../gateway/prompt-length.js';
 import { serveThreadCalls } from '../util/thread-calls.js';
 import { parseChatTemplate } from './chat-template.js';
 import type { EncodeCall } from './encoder-thread.js';
@@ -17,10 +16,6 @@ const template = source === undefined ? undefined : parseChatTemplate(source);
 
 serveThreadCalls('encoder-thread-main', (call: EncodeCall) => {
   if (call.kind === 'text') return tokenizer.encodeUpTo(call.text, call.max, call.options);
-  if (call.kind === 'grammar') {
-    checkGrammars(call.checks);
-    return [];
-  }
   if (template === undefined) throw new Error('a chat prompt for a model without a chat template');
-  return chatPromptTokens(template, tokenizer, call);
+  return chatPromptTokensWithin(template, tokenizer, call, call.renderedMax ?? Number.POSITIVE_INFINITY);
 });

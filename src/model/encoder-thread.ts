@@ -6,13 +6,16 @@
  * prompt that is more than a few short messages: its chat template renders there too (thousands of one-character
  * messages held the event loop 25–50 ms a request).
  *
- * Two threads, by how long a call can take: texts and chat prompts of up to QUICK_CHARS characters, and grammar
- * checks (bounded by LIMITS.grammarWorkMax), go to one; longer prompts to the other. A prompt of millions of
- * characters is legal at a long context and can take the thread its whole time limit (16 million spaces at a 131,072
- * context: over 10 s of merging), and a thread runs one call at a time: on one thread for all, every tenant's next
- * prompt waited behind it. Now a short prompt waits behind short work only (~40 ms a call at most: a 65,536-letter
- * word of CJK on Llama 3's vocabulary), and long prompts take turns among themselves. The second thread holds a
- * second copy of the tokenizer (~110 MB for a 128k vocabulary).
+ * Three threads, by how long a call can take, since a thread runs one call at a time:
+ * - short prompts: texts and chat prompts of up to QUICK_CHARS characters (a chat's as rendered: the thread renders
+ *   it and sends it on to the next thread, untokenized, when it is longer), ~40 ms a call at most (a 65,536-letter
+ *   word of CJK on Llama 3's vocabulary);
+ * - long prompts: the rest. A prompt of millions of characters is legal at a long context and can take the thread its
+ *   whole time limit (16 million spaces at a 131,072 context: over 10 s of merging); on one thread for all, every
+ *   tenant's next prompt waited behind it;
+ * - grammar checks, bounded by LIMITS.grammarWorkMax (~0.1–0.27 s a call).
+ * So a short prompt waits behind short work only. The second holds a second copy of the tokenizer (~110 MB for a 128k
+ * vocabulary); the grammar thread holds none.
  *
  * Bounded (util/thread-calls.ts), each thread on its own: at most QUEUE_MAX calls wait for it (more: 503 at once),
  * each is answered within `timeoutMs` or rejected with 503; tenants take turns. Callers bound each text first
@@ -26,58 +29,68 @@ import type { ChatCall } from '../gateway/prompt-length.js';
 import { constraintGrammar, type GrammarCheck } from '../structured/grammar-cache.js';
 import { assert } from '../util/assert.js';
 import { textWithin } from '../util/text-within.js';
-import { ThreadCalls } from '../util/thread-calls.js';
+import { ThreadCalls, type ThreadCallWords } from '../util/thread-calls.js';
 import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 
 /** a text this long or shorter is tokenized inline (about a millisecond) */
 export const INLINE_CHARS = 2048;
-/**
- * a text or chat prompt of at most this many characters (textWithin's count, for a chat) is quick work: ~40 ms at
- * most, where a longer one can take seconds
- */
+/** a text or chat prompt of at most this many characters is quick work: ~40 ms at most, where a longer one can take seconds */
 export const QUICK_CHARS = 65_536;
 /** a grammar this cheap to build (steps of its construction) is checked inline (a millisecond or two) */
 const INLINE_GRAMMAR_WORK = 50_000;
 const QUEUE_MAX = 64;
 const PER_TENANT_MAX = 4;
 
-/**
- * One text for the thread, a chat prompt to render through the chat template and tokenize there, or a request's
- * output grammars to build as its check (checkGrammars: no ids come back).
- */
+/** One text for a tokenizer thread, or a chat prompt to render through the chat template and tokenize there. */
 export type EncodeCall =
   | { kind: 'text'; text: string; max: number; options: EncodeOptions }
-  | ({ kind: 'chat' } & ChatCall)
-  | { kind: 'grammar'; checks: readonly GrammarCheck[] };
+  | ({
+      kind: 'chat';
+      /** the thread answers undefined, untokenized, when the prompt renders to more characters than this */
+      renderedMax?: number;
+    } & ChatCall);
 
 export class EncoderThread {
-  /** calls of bounded cost: texts and chat prompts within QUICK_CHARS, grammar checks */
+  /** texts and chat prompts within QUICK_CHARS */
   private readonly quick: ThreadCalls<EncodeCall, number[] | undefined>;
   /** longer prompts */
   private readonly long: ThreadCalls<EncodeCall, number[] | undefined>;
+  private readonly grammars: ThreadCalls<readonly GrammarCheck[], true>;
 
   constructor(
     private readonly tokenizer: Tokenizer,
     modelPath: string,
     timeoutMs: number,
   ) {
-    const thread = (which: string) =>
-      new ThreadCalls<EncodeCall, number[] | undefined>(
-        new URL('./encoder-thread-main.js', import.meta.url),
-        { modelPath },
-        {
-          thread: `the tokenizer thread for ${which} prompts`,
-          busy: (n) => `${n} ${which} prompts are already waiting to be tokenized`,
-          callerBusy: (n) =>
-            `${n} of your ${which} prompts are already being tokenized; send the next when one is answered`,
-          slow: (ms) => `tokenizing the prompt took longer than ${ms} ms`,
-        },
+    const thread = <Request, Answer>(script: string, workerData: unknown, words: ThreadCallWords) =>
+      new ThreadCalls<Request, Answer>(
+        new URL(script, import.meta.url),
+        workerData,
+        words,
         timeoutMs,
         QUEUE_MAX,
         PER_TENANT_MAX,
       );
-    this.quick = thread('short');
-    this.long = thread('long');
+    const tokenizerWords = (prompts: string): ThreadCallWords => ({
+      thread: `the tokenizer thread for ${prompts} prompts`,
+      busy: (n) => `${n} ${prompts} prompts are already waiting to be tokenized`,
+      callerBusy: (n) =>
+        `${n} of your ${prompts} prompts are already being tokenized; send the next when one is answered`,
+      slow: (ms) => `tokenizing the prompt took longer than ${ms} ms`,
+    });
+    this.quick = thread('./encoder-thread-main.js', { modelPath }, tokenizerWords('short'));
+    this.long = thread('./encoder-thread-main.js', { modelPath }, tokenizerWords('long'));
+    this.grammars = thread(
+      '../structured/grammar-check-main.js',
+      {},
+      {
+        thread: 'the grammar-check thread',
+        busy: (n) => `${n} response formats are already waiting to be checked`,
+        callerBusy: (n) =>
+          `${n} of your response formats are already being checked; send the next when one is answered`,
+        slow: (ms) => `checking the response format took longer than ${ms} ms`,
+      },
+    );
   }
 
   /** `tenant`'s text's ids, as `tokenizer.encodeUpTo` gives them; long texts are encoded on the thread. */
@@ -87,10 +100,17 @@ export class EncoderThread {
     return thread.call({ kind: 'text', text, max, options }, tenant);
   }
 
-  /** `tenant`'s chat prompt's ids (prompt-length.ts chatPromptTokens), rendered and tokenized on the thread. */
+  /**
+   * `tenant`'s chat prompt's ids (prompt-length.ts chatPromptTokens), rendered and tokenized on a thread. A request
+   * within QUICK_CHARS goes to the short prompts' thread, which tokenizes it only if it also renders within them (a
+   * chat template can print a small request at length); else it goes on to the long prompts' thread.
+   */
   async encodeChat(call: ChatCall, tenant: string): Promise<number[]> {
-    const thread = textWithin([call.messages, call.tools], QUICK_CHARS) ? this.quick : this.long;
-    const ids = await thread.call({ kind: 'chat', ...call }, tenant);
+    if (textWithin([call.messages, call.tools], QUICK_CHARS)) {
+      const ids = await this.quick.call({ kind: 'chat', renderedMax: QUICK_CHARS, ...call }, tenant);
+      if (ids !== undefined) return ids;
+    }
+    const ids = await this.long.call({ kind: 'chat', ...call }, tenant);
     assert(ids !== undefined, "a chat prompt's ids, or its 400");
     return ids;
   }
@@ -111,10 +131,10 @@ export class EncoderThread {
     } catch {
       // the thread says why, with the whole budget, naming the field
     }
-    await this.quick.call({ kind: 'grammar', checks }, tenant);
+    await this.grammars.call(checks, tenant);
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.quick.close(), this.long.close()]);
+    await Promise.all([this.quick.close(), this.long.close(), this.grammars.close()]);
   }
 }

@@ -46,8 +46,8 @@ export interface ConstrainedOutput {
  * Builds the first check's grammar, for its 400 alone (the engine compiles its own): it covers the rest, whose schemas
  * are only read (normalized, not built) when it fails, to name the field at fault (the first of them refused; else the
  * first's own error). At most LIMITS.grammarWorkMax of building a request, however many checks: the gateway runs this
- * on its tokenizer thread, where each tenant's turns are bounded, and a failed forced choice over many tools must not
- * build each tool's grammar (~0.1–0.2 s each) before it answers.
+ * on its grammar-check thread, where each tenant's turns are bounded, and a failed forced choice over many tools must
+ * not build each tool's grammar (~0.1–0.2 s each) before it answers.
  */
 export function checkGrammars(checks: readonly GrammarCheck[]): void {
   const [first, ...rest] = checks;

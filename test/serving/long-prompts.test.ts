@@ -3,15 +3,20 @@
 // long texts are tokenized on a thread while the event loop keeps serving; a one-letter prompt of any length is a 400,
 // not a crash.
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { chatPromptTokens } from '../../src/gateway/prompt-length.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
 import { type ChatMessage, parseChatTemplate } from '../../src/model/chat-template.js';
 import { EncoderThread, QUICK_CHARS } from '../../src/model/encoder-thread.js';
+import { writeGguf } from '../../src/model/gguf-write.js';
+import { loadModelHead } from '../../src/model/load-model.js';
+import { makeTestModel } from '../../src/model/test-model.js';
 import type { EncodeOptions } from '../../src/model/tokenizer.js';
 import { SCHEMA_PARAM } from '../../src/structured/grammar-cache.js';
 import { whileTicking } from '../helpers/event-loop-ticks.js';
 import { loadTestModel } from '../helpers/models.js';
+import { tempDirectory } from '../helpers/temp.js';
 import { post, SERVING_MODEL, startTestServer } from './serve-helpers.js';
 
 let server: RunningServer;
@@ -220,6 +225,77 @@ test('a short prompt never waits behind a long one: long prompts have a thread o
     await thread.close();
   }
   assert.equal(await costly, 'internal_error', 'the long one fails with the close');
+});
+
+test("a short prompt does not wait behind another tenant's schema check: checks have a thread of their own", async () => {
+  // a check may build for ~0.1-0.27 s (LIMITS.grammarWorkMax); on the short prompts' thread each held them that long
+  const model = loadTestModel(SERVING_MODEL);
+  const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
+  try {
+    // 30 objects of 20 optional properties each: ~0.2 s of building, then refused as too complex
+    const object = (k: number) => ({
+      type: 'object',
+      properties: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`p${k}_${i}`, { type: 'string' }])),
+    });
+    const schema = { anyOf: Array.from({ length: 30 }, (_, k) => object(k)) };
+    const order: string[] = [];
+    const check = thread
+      .checkGrammars([{ constraint: { kind: 'json_schema', schema }, param: SCHEMA_PARAM }], 'schemas')
+      .catch(() => undefined)
+      .then(() => order.push('check'));
+    const text = 'a b c d '.repeat(500);
+    const short = encode(thread, text, {}, 'short').then(() => order.push('short'));
+    await Promise.all([check, short]);
+    assert.deepEqual(order, ['short', 'check']);
+  } finally {
+    await thread.close();
+  }
+});
+
+/** The serving model's file with another chat template: one that prints each message's content 64 times. */
+function expandingTemplateModel(): string {
+  const made = makeTestModel(SERVING_MODEL);
+  made.metadata.set('tokenizer.chat_template', {
+    type: 'string',
+    value: "{% for message in messages %}{% for i in range(64) %}{{ message['content'] }}{% endfor %}{% endfor %}",
+  });
+  const path = join(tempDirectory('kvfence-template-'), 'expanding.gguf');
+  writeGguf(path, made.metadata, made.tensors);
+  return path;
+}
+
+test("a small chat request that renders long goes on to the long prompts' thread, untokenized by the short one", async () => {
+  // Llama 3.1's template pretty-prints tools at every level of nesting: 40 KB of JSON rendered to 16.5 million
+  // characters and held the short prompts' thread ~4 s (review finding)
+  const model = loadTestModel(SERVING_MODEL);
+  const path = expandingTemplateModel();
+  const template = parseChatTemplate(loadModelHead(path).chatTemplate!);
+  const call = { messages: [{ role: 'user', content: 'a b c d '.repeat(250) }] as ChatMessage[], tools: undefined };
+  const fresh = new EncoderThread(model.tokenizer, path, 60_000);
+  try {
+    // 2,000 characters in the request, 128,000 rendered: the same ids by way of the long prompts' thread
+    const within = { ...call, context: 1 << 20 };
+    assert.deepEqual(await fresh.encodeChat(within, 'chat'), chatPromptTokens(template, model.tokenizer, within));
+  } finally {
+    await fresh.close();
+  }
+  const thread = new EncoderThread(model.tokenizer, path, 60_000);
+  const settled = new Set<string>();
+  const costly = encode(thread, 'ab'.repeat(2_500_000), {}, 'costly').catch((e: { code?: string }) => e.code);
+  const chat = thread.encodeChat({ ...call, context: 1 << 20 }, 'chat').then(
+    () => 'answered',
+    (e: { code?: string }) => e.code,
+  );
+  void chat.finally(() => settled.add('chat'));
+  try {
+    const text = 'a b c d '.repeat(500);
+    assert.deepEqual(await encode(thread, text, {}, 'short'), model.tokenizer.encode(text, {}));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(settled.has('chat'), false, "the chat waits for the long prompts' thread");
+  } finally {
+    await thread.close();
+  }
+  assert.deepEqual([await chat, await costly], ['internal_error', 'internal_error'], 'both fail with the close');
 });
 
 test("tenants take turns on the tokenizer thread: one's backlog delays another's prompt by one prompt", async () => {
