@@ -34,7 +34,7 @@ import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 
 /** a text this long or shorter is tokenized inline (about a millisecond) */
 export const INLINE_CHARS = 2048;
-/** a text or chat prompt of at most this many characters is quick work: ~40 ms at most, where a longer one can take seconds */
+/** a text or a rendered chat prompt of at most this many characters: ~40 ms at most; a longer one can take seconds */
 export const QUICK_CHARS = 65_536;
 /** a grammar this cheap to build (steps of its construction) is checked inline (a millisecond or two) */
 const INLINE_GRAMMAR_WORK = 50_000;
