@@ -59,6 +59,21 @@ test('control-token text in tool definitions or tool calls is refused, not rende
   );
 });
 
+test('a small chat request that its template renders long is tokenized off the event loop', async () => {
+  // Llama 3.1's template pretty-prints tools at every level of their nesting: a 1.8 KB request rendered to 870,000
+  // characters, and tokenizing them held the event loop 316 ms (review finding, real Llama 3 vocabulary)
+  const chatTemplate =
+    "{% for message in messages %}{% for i in range(64) %}{{ message['content'] }}{% endfor %}{% endfor %}";
+  const expanding = servedModel({ ...model, chatTemplate }, 'm');
+  await expanding.encoder.close(); // a call that reaches its threads is refused
+  const chat = (content: string) =>
+    promptTokens(expanding, { kind: 'messages', messages: [{ role: 'user', content }] }, 1 << 20, 't');
+  // 24 characters rendered 64 times: within INLINE_CHARS, tokenized inline
+  assert.deepEqual(await chat('a b c d '.repeat(3)), model.tokenizer.encode('a b c d '.repeat(3 * 64)));
+  // 160 rendered 64 times: past it, sent to the threads
+  await assert.rejects(chat('a b c d '.repeat(20)), /is closed/);
+});
+
 test('a chat template that fails on a short conversation is refused when the model is served', () => {
   const chatTemplate = "{{ raise_exception('broken') }}";
   assert.throws(
