@@ -7,7 +7,6 @@
 import type { Template } from '@huggingface/jinja';
 import type { ChatMessage } from '../model/chat-template.js';
 import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
-import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
 import { renderChatPrompt } from './chat-prompt.js';
 
@@ -67,20 +66,12 @@ export interface ChatCall {
 
 /**
  * A chat prompt's ids: the messages through the chat template (the template's special tokens parsed, the messages'
- * own text literal: chat-prompt.ts), bounded like any client text.
+ * own text literal: chat-prompt.ts), bounded like any client text; or undefined, untokenized, when the rendered prompt
+ * is longer than `renderedMax` characters: a chat template can print a small request at length (tools pretty-printed
+ * at every level of a deep nesting: 40 KB of JSON rendered to 16.5 million characters in ~60 ms, then seconds of
+ * tokenizing), so the caller sends it where that is allowed to take long.
  */
-export function chatPromptTokens(template: Template, tokenizer: Tokenizer, call: ChatCall): number[] {
-  const ids = chatPromptTokensWithin(template, tokenizer, call, Number.POSITIVE_INFINITY);
-  assert(ids !== undefined, 'a rendered prompt within no bound');
-  return ids;
-}
-
-/**
- * chatPromptTokens, or undefined, untokenized, when the rendered prompt is longer than `renderedMax` characters: a
- * chat template can print a small request at length (tools pretty-printed at every level of a deep nesting: 40 KB
- * of JSON rendered to 16.5 million characters in ~60 ms, seconds of tokenizing).
- */
-export function chatPromptTokensWithin(
+export function chatPromptTokens(
   template: Template,
   tokenizer: Tokenizer,
   call: ChatCall,

@@ -134,7 +134,7 @@ test('the length pre-check counts the whitespace Phi-3 special tokens swallow: w
   );
   const messages = [{ role: 'user' as const, content: `<|end|>${' '.repeat(charsMax)}` }];
   assert.throws(
-    () => chatPromptTokens(template, tokenizer, { messages, tools: undefined, context }),
+    () => chatPromptTokens(template, tokenizer, { messages, tools: undefined, context }, Number.POSITIVE_INFINITY),
     tooLong('messages'),
   );
 });

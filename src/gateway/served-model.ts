@@ -7,7 +7,7 @@ import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
 import { KvfenceError } from '../util/errors.js';
 import { textWithin } from '../util/text-within.js';
 import { templateTokens } from './chat-prompt.js';
-import { chatPromptTokensWithin, checkTextLength, idsWithin, type PromptParam } from './prompt-length.js';
+import { chatPromptTokens, checkTextLength, idsWithin, type PromptParam } from './prompt-length.js';
 import type { PromptInput } from './schemas.js';
 import { type ToolCallFormat, toolCallFormatOf } from './tool-calls.js';
 
@@ -103,7 +103,7 @@ export async function promptTokens(
         // tokenized here only if it renders within INLINE_CHARS too: a chat template can print a small request at
         // length (Llama 3.1's pretty-prints tools at every level of their nesting: 1.8 KB of JSON rendered to 870,000
         // characters in 6 ms, then took the event loop 316 ms of tokenizing)
-        const ids = chatPromptTokensWithin(model.chatTemplate, model.tokenizer, call, INLINE_CHARS);
+        const ids = chatPromptTokens(model.chatTemplate, model.tokenizer, call, INLINE_CHARS);
         if (ids !== undefined) return ids;
       }
       return model.encoder.encodeChat(call, tenant);

@@ -1,6 +1,6 @@
 /** The tokenizer thread of encoder-thread.ts: reads the tokenizer and chat template from the model file's header. */
 import { workerData } from 'node:worker_threads';
-import { chatPromptTokensWithin } from '../gateway/prompt-length.js';
+import { chatPromptTokens } from '../gateway/prompt-length.js';
 import { serveThreadCalls } from '../util/thread-calls.js';
 import { parseChatTemplate } from './chat-template.js';
 import type { EncodeCall } from './encoder-thread.js';
@@ -17,5 +17,5 @@ const template = source === undefined ? undefined : parseChatTemplate(source);
 serveThreadCalls('encoder-thread-main', (call: EncodeCall) => {
   if (call.kind === 'text') return tokenizer.encodeUpTo(call.text, call.max, call.options);
   if (template === undefined) throw new Error('a chat prompt for a model without a chat template');
-  return chatPromptTokensWithin(template, tokenizer, call, call.renderedMax ?? Number.POSITIVE_INFINITY);
+  return chatPromptTokens(template, tokenizer, call, call.renderedMax ?? Number.POSITIVE_INFINITY);
 });
