@@ -9,7 +9,7 @@
  * Three threads, by how long a call can take, since a thread runs one call at a time:
  * - short prompts: texts and chat prompts of up to QUICK_CHARS characters (a chat's as rendered: the thread renders
  *   it and sends it on to the next thread, untokenized, when it is longer), ~40 ms a call at most (a 65,536-letter
- *   word of CJK on Llama 3's vocabulary);
+ *   word of CJK on Llama 3's vocabulary; a chat sent on costs its rendering, ~60 ms for 16.5 million characters);
  * - long prompts: the rest. A prompt of millions of characters is legal at a long context and can take the thread its
  *   whole time limit (16 million spaces at a 131,072 context: over 10 s of merging); on one thread for all, every
  *   tenant's next prompt waited behind it;
