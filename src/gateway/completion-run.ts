@@ -15,7 +15,7 @@ import { contextError } from '../engine/admission.js';
 import { requestPages } from '../engine/choice-group.js';
 import type { InferenceWorker } from '../engine/inference-worker.js';
 import type { FinishReason, GeneratedToken, GenerationEnd, GenerationRequest } from '../engine/request.js';
-import { KvfenceError } from '../util/errors.js';
+import { clientText, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import type { ChatDelta } from './chat-output.js';
 import { ChoiceState } from './choice-state.js';
@@ -142,7 +142,7 @@ export class CompletionRun {
   private async prepare(): Promise<GenerationRequest> {
     const { parsed, ctx } = this;
     if (parsed.model !== ctx.model.id)
-      throw new KvfenceError('model_not_found', `The model '${parsed.model}' does not exist`, 'model');
+      throw new KvfenceError('model_not_found', `The model '${clientText(parsed.model)}' does not exist`, 'model');
     // the output grammar's check before the prompt's tokens: on the tokenizer thread, bounded per tenant
     await ctx.model.encoder.checkGrammars(parsed.grammarChecks, this.tenant);
     const { prompt, maxTokens } = await this.promptAndMaxTokens();

@@ -3,7 +3,7 @@
  *   { "error": { "message": ..., "type": ..., "param": ..., "code": ... } }
  * A Record over every ErrorCode, so adding a code without deciding its status does not compile.
  */
-import { type ErrorCode, KvfenceError } from '../util/errors.js';
+import { clientText, type ErrorCode, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
 interface ErrorMapping {
@@ -42,12 +42,18 @@ export interface HttpError {
   retryAfterS: number | undefined;
 }
 
+/** the longest message and param a reply (and its log line) carries: a message quoting client text is cut there too */
+const MESSAGE_CHARS_MAX = 2048;
+const PARAM_CHARS_MAX = 256;
+
 export function httpErrorOf(error: unknown, retryAfterS = 1): HttpError {
   const e = error instanceof KvfenceError ? error : new KvfenceError('internal_error', 'internal server error');
   const mapping = ERROR_MAPPING[e.code];
+  const message = clientText(e.message, MESSAGE_CHARS_MAX);
+  const param = e.param === undefined ? null : clientText(e.param, PARAM_CHARS_MAX);
   return {
     status: mapping.status,
-    body: { error: { message: e.message, type: mapping.type, param: e.param ?? null, code: e.code } },
+    body: { error: { message, type: mapping.type, param, code: e.code } },
     retryAfterS: mapping.status === 503 || mapping.status === 429 ? retryAfterS : undefined,
   };
 }

@@ -3,7 +3,7 @@
  * extras (top_k, repetition_penalty, min_tokens, ignore_eos, stop_token_ids) — checked here, where the client hears
  * a 400 naming the field; workers check the same bounds again (SequenceSampler) on what reaches them.
  */
-import { KvfenceError } from '../util/errors.js';
+import { clientText, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
 export interface SamplingOptions {
@@ -81,7 +81,8 @@ function parseLogitBias(value: unknown, vocabSize: number): [number, number][] {
     throw bad(`logit_bias may name at most ${LIMITS.logitBiasEntriesMax} tokens`, 'logit_bias');
   return entries.map(([key, bias]): [number, number] => {
     const id = /^(0|[1-9][0-9]{0,9})$/.test(key) ? Number(key) : Number.NaN;
-    if (!(id < vocabSize)) throw bad(`logit_bias: ${key} is not a token id of the vocabulary`, 'logit_bias');
+    if (!(id < vocabSize))
+      throw bad(`logit_bias: ${clientText(key)} is not a token id of the vocabulary`, 'logit_bias');
     if (typeof bias !== 'number' || !(bias >= -100 && bias <= 100))
       throw bad(`logit_bias: the bias of token ${key} must be a number from -100 to 100`, 'logit_bias');
     return [id, bias];

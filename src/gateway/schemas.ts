@@ -12,7 +12,7 @@ import {
   SCHEMA_PARAM,
 } from '../structured/grammar-cache.js';
 import { checkJsonDepth } from '../structured/json-schema.js';
-import { KvfenceError } from '../util/errors.js';
+import { clientText, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { parseSamplingOptions, SAMPLING_FIELDS, type SamplingOptions } from './request-options.js';
 import { parseToolRequest, type ToolRequest, toolConstraint } from './tool-request.js';
@@ -345,7 +345,7 @@ function parseStop(value: unknown): string[] {
 export function asBody(raw: unknown, fields: readonly string[]): Body {
   if (!isBody(raw)) throw bad('the request body must be a JSON object', 'body');
   for (const key of Object.keys(raw))
-    if (!fields.includes(key)) throw bad(`Unrecognized request argument supplied: ${key}`, key);
+    if (!fields.includes(key)) throw bad(`Unrecognized request argument supplied: ${clientText(key)}`, clientText(key));
   return raw;
 }
 

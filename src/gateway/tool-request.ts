@@ -9,7 +9,7 @@
  */
 import { type ConstrainedOutput, checkSchemaSize, type OutputConstraint } from '../structured/grammar-cache.js';
 import { JSON_DEPTH_MAX } from '../structured/json-schema.js';
-import { KvfenceError } from '../util/errors.js';
+import { clientText, KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 
 export interface ChatTool {
@@ -79,8 +79,9 @@ function parseToolChoice(value: unknown, names: ReadonlySet<string>): ToolChoice
   if (value === 'required') return { kind: 'required' };
   if (isObject(value) && value['type'] === 'function' && isObject(value['function'])) {
     const name = value['function']['name'];
-    if (typeof name === 'string' && names.has(name)) return { kind: 'named', name };
-    throw bad(`tool_choice names ${JSON.stringify(name)}, which is not in tools`, 'tool_choice');
+    if (typeof name !== 'string') throw bad("tool_choice's function name must be a string", 'tool_choice');
+    if (names.has(name)) return { kind: 'named', name };
+    throw bad(`tool_choice names ${JSON.stringify(clientText(name))}, which is not in tools`, 'tool_choice');
   }
   throw bad('tool_choice must be none, auto, required or {"type": "function", "function": {"name": …}}', 'tool_choice');
 }

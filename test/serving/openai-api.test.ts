@@ -436,6 +436,40 @@ describe('errors: OpenAI shape, right status and code', () => {
     assert.equal(((await r.json()) as { error: { code: string } }).error.code, 'not_found');
   });
 
+  test('a refusal quotes at most 64 characters of a client string: a huge field name or model id is not echoed', async () => {
+    // each refusal wrote a 15 MB key into the log and the reply (the log grew 1.5 GB in 45 s; I11 review)
+    const huge = 'k'.repeat(1 << 20);
+    const cases: [Record<string, unknown>, number, string][] = [
+      [{ model: MODEL_ID, prompt: 'hi', [huge]: 1 }, 400, 'invalid_request_error'],
+      [{ model: huge, prompt: 'hi' }, 404, 'model_not_found'],
+      [{ model: MODEL_ID, prompt: 'hi', logit_bias: { [huge]: 1 } }, 400, 'invalid_request_error'],
+    ];
+    for (const [body, status, code] of cases) {
+      const r = await post(server, '/v1/completions', body, 'acme');
+      const error = (r.json as { error: { message: string; param: string | null; code: string } }).error;
+      assert.deepEqual([r.status, error.code], [status, code]);
+      assert.ok(error.message.length < 300, `a message of ${error.message.length} characters`);
+      assert.ok((error.param ?? '').length < 100, `a param of ${error.param?.length} characters`);
+      assert.match(error.message, /…\(1048576 characters\)/);
+    }
+    const tools = [{ type: 'function', function: { name: 'f' } }];
+    const named = { type: 'function', function: { name: huge } };
+    const r = await post(
+      server,
+      '/v1/chat/completions',
+      {
+        model: MODEL_ID,
+        messages,
+        tools,
+        tool_choice: named,
+      },
+      'acme',
+    );
+    const error = (r.json as { error: { message: string } }).error;
+    assert.equal(r.status, 400);
+    assert.ok(error.message.length < 300, `a message of ${error.message.length} characters`);
+  });
+
   test('429 over the tenant concurrency limit, without touching other tenants', async () => {
     const solo = clientFor(server, 'solo');
     server.worker.pause(); // the first request stays in flight until resumed
