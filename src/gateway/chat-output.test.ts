@@ -93,6 +93,17 @@ describe('tool calls in model output', () => {
     );
     const notCall = run({ kind: 'auto' }, 'llama3_json', '{"answer": 42}');
     assert.equal(rebuild(notCall.deltas).content, '{"answer": 42}');
+    // leading whitespace is held until the answer shows whether it opens with a call, then goes with the content
+    const spaced = run({ kind: 'auto' }, 'llama3_json', ' \n\t   \u3000 Hello { there');
+    assert.equal(rebuild(spaced.deltas).content, ' \n\t   \u3000 Hello { there');
+    assert.ok(spaced.deltas.length > 2, 'the content streams once it starts');
+    const spacedCall = run({ kind: 'auto' }, 'llama3_json', ' \n \n {"name":"add","parameters":{"a":1}}');
+    assert.deepEqual(
+      rebuild(spacedCall.deltas).calls.map((c) => [c.name, c.arguments]),
+      [['add', '{"a":1}']],
+    );
+    const blank = run({ kind: 'auto' }, 'llama3_json', '   \n  ');
+    assert.equal(blank.message.content, '   \n  ');
   });
 
   it('named: the text is the arguments, streamed as they come; required: a constrained array of calls', () => {
