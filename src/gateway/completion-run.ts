@@ -157,12 +157,14 @@ export class CompletionRun {
     if (tooLong !== undefined) throw tooLong;
     checkChoicesFit(prompt.length, maxTokens, parsed.n, ctx);
     this.promptTokenCount = prompt.length;
+    if (parsed.sampling.minTokens > maxTokens)
+      throw new KvfenceError('invalid_request_error', 'min_tokens must not exceed max_tokens', 'min_tokens');
+    // the echo's decoding (on the event loop: ~55 ms for a context of the longest tokens) once nothing can refuse
+    // the request any more, not for a request a check then refuses (I11 review)
     if (parsed.echo) {
       this.echoText = parsed.prompt.kind === 'text' ? parsed.prompt.text : ctx.model.tokenizer.decode(prompt);
       this.echoChars = charCount(this.echoText);
     }
-    if (parsed.sampling.minTokens > maxTokens)
-      throw new KvfenceError('invalid_request_error', 'min_tokens must not exceed max_tokens', 'min_tokens');
     const greedy = parsed.temperature === 0;
     const o = parsed.sampling;
     return {

@@ -116,6 +116,23 @@ describe('gpt2 tokenizer', () => {
       assert.equal(tok.decode(tok.encode(text)), cleans ? 'wait, what? yes.' : text, pre);
       assert.deepEqual(tok.decodeBytes(tok.encode(text)), utf8(text));
     }
+    // each change alone (a text without any comes back as it is, found without the passes), at the start too
+    const tok = tokenizerFromGguf(vocab('gpt2', 'llama3'));
+    const cleaned: [string, string][] = [
+      ['a !', 'a!'],
+      ['a .', 'a.'],
+      ['a ,', 'a,'],
+      ['a ?', 'a?'],
+      ["it 's", "it's"],
+      ["a ' b", "a'b"],
+      ["they 've", "they've"],
+      [' .', '.'],
+      ['a  .', 'a .'],
+      ['. a', '. a'],
+      ["x'y ,z", "x'y,z"],
+      ['no change here', 'no change here'],
+    ];
+    for (const [text, want] of cleaned) assert.equal(tok.decode(tok.encode(text)), want, JSON.stringify(text));
   });
 
   it('adds BOS by default for llama3 when add_bos_token is absent', () => {
