@@ -196,20 +196,27 @@ test('a prompt refused for its time on the thread ends it: the next is answered 
   }
 });
 
+/** A call's outcome ('answered', or its error's code) and whether it has come yet. */
+function watch(call: Promise<unknown>): { outcome: Promise<string | undefined>; settled(): boolean } {
+  let settled = false;
+  const outcome = call
+    .then(
+      () => 'answered',
+      (e: { code?: string }) => e.code,
+    )
+    .finally(() => {
+      settled = true;
+    });
+  return { outcome, settled: () => settled };
+}
+
 test('a short prompt never waits behind a long one: long prompts have a thread of their own', async () => {
   // a prompt of millions of characters is legal at a long context, and on one thread for all every tenant's next
   // prompt waited behind it (16 million spaces at a 131,072 context: over 10 s on Llama 3's vocabulary)
   const model = loadTestModel(SERVING_MODEL);
   const template = parseChatTemplate(model.chatTemplate!);
   const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
-  let costlyDone = false;
-  const costly = encode(thread, 'ab'.repeat(2_500_000), {}, 'costly').then(
-    () => 'answered',
-    (e: { code?: string }) => e.code,
-  );
-  void costly.finally(() => {
-    costlyDone = true;
-  });
+  const costly = watch(encode(thread, 'ab'.repeat(2_500_000), {}, 'costly'));
   try {
     const text = 'a b c d '.repeat(500); // past the inline bound, within the quick one
     assert.deepEqual(await encode(thread, text, {}, 'short'), model.tokenizer.encode(text, {}));
@@ -223,11 +230,11 @@ test('a short prompt never waits behind a long one: long prompts have a thread o
       thread.checkGrammars([{ constraint: { kind: 'json_schema', schema: costlySchema }, param: SCHEMA_PARAM }], 'g'),
       (e: { code?: string }) => e.code === 'invalid_request_error',
     );
-    assert.equal(costlyDone, false, 'answered while the long prompt is still being tokenized');
+    assert.equal(costly.settled(), false, 'answered while the long prompt is still being tokenized');
   } finally {
     await thread.close();
   }
-  assert.equal(await costly, 'internal_error', 'the long one fails with the close');
+  assert.equal(await costly.outcome, 'internal_error', 'the long one fails with the close');
 });
 
 test("a short prompt does not wait behind another tenant's schema check: checks have a thread of their own", async () => {
@@ -286,22 +293,21 @@ test("a small chat request that renders long goes on to the long prompts' thread
     await fresh.close();
   }
   const thread = new EncoderThread(model.tokenizer, path, 60_000);
-  const settled = new Set<string>();
-  const costly = encode(thread, 'ab'.repeat(2_500_000), {}, 'costly').catch((e: { code?: string }) => e.code);
-  const chat = thread.encodeChat({ ...call, context: 1 << 20 }, 'chat').then(
-    () => 'answered',
-    (e: { code?: string }) => e.code,
-  );
-  void chat.finally(() => settled.add('chat'));
+  const costly = watch(encode(thread, 'ab'.repeat(2_500_000), {}, 'costly'));
+  const chat = watch(thread.encodeChat({ ...call, context: 1 << 20 }, 'chat'));
   try {
     const text = 'a b c d '.repeat(500);
     assert.deepEqual(await encode(thread, text, {}, 'short'), model.tokenizer.encode(text, {}));
     await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.equal(settled.has('chat'), false, "the chat waits for the long prompts' thread");
+    assert.equal(chat.settled(), false, "the chat waits for the long prompts' thread");
   } finally {
     await thread.close();
   }
-  assert.deepEqual([await chat, await costly], ['internal_error', 'internal_error'], 'both fail with the close');
+  assert.deepEqual(
+    [await chat.outcome, await costly.outcome],
+    ['internal_error', 'internal_error'],
+    'both fail with the close',
+  );
 });
 
 test("tenants take turns on the tokenizer thread: one's backlog delays another's prompt by one prompt", async () => {
