@@ -8,6 +8,7 @@ import type { Template } from '@huggingface/jinja';
 import type { ChatMessage } from '../model/chat-template.js';
 import type { EncodeOptions, Tokenizer } from '../model/tokenizer.js';
 import { KvfenceError } from '../util/errors.js';
+import { finish, type Steps } from '../util/steps.js';
 import { renderChatPrompt } from './chat-prompt.js';
 
 export type PromptParam = 'messages' | 'prompt';
@@ -53,8 +54,19 @@ export function encodeBounded(
   context: number,
   param: PromptParam,
 ): number[] {
+  return finish(encodeBoundedSteps(tokenizer, text, options, context, param));
+}
+
+/** encodeBounded in steps (tokenizer.ts encodeSteps) */
+function* encodeBoundedSteps(
+  tokenizer: Tokenizer,
+  text: string,
+  options: EncodeOptions,
+  context: number,
+  param: PromptParam,
+): Steps<number[]> {
   checkTextLength(tokenizer, text, context, param);
-  return idsWithin(tokenizer.encodeUpTo(text, context, options), context, param);
+  return idsWithin(yield* tokenizer.encodeSteps(text, context, options), context, param);
 }
 
 /** What a chat prompt is made of: the messages, the request's tool definitions, the context it must fit. */
@@ -77,13 +89,19 @@ export function chatPromptTokens(
   call: ChatCall,
   renderedMax: number,
 ): number[] | undefined {
+  return finish(chatPromptSteps(template, tokenizer, call, renderedMax));
+}
+
+/** chatPromptTokens in steps (tokenizer.ts encodeSteps), for a thread that takes turns between prompts */
+export function* chatPromptSteps(
+  template: Template,
+  tokenizer: Tokenizer,
+  call: ChatCall,
+  renderedMax: number,
+): Steps<number[] | undefined> {
   const { text, literalRanges } = renderChatPrompt(template, call.messages, tokenizer, call.tools);
   if (text.length > renderedMax) return undefined;
-  return encodeBounded(
-    tokenizer,
-    text,
-    { addSpecial: false, parseSpecial: true, literalRanges },
-    call.context,
-    'messages',
-  );
+  yield; // rendering took up to ~60 ms (16.5 million characters)
+  const options = { addSpecial: false, parseSpecial: true, literalRanges };
+  return yield* encodeBoundedSteps(tokenizer, text, options, call.context, 'messages');
 }

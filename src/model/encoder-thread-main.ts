@@ -1,7 +1,10 @@
-/** The tokenizer thread of encoder-thread.ts: reads the tokenizer and chat template from the model file's header. */
+/**
+ * The tokenizer threads of encoder-thread.ts: read the tokenizer and chat template from the model file's header, and
+ * tokenize in steps, so that the long prompts' thread can take turns between them.
+ */
 import { workerData } from 'node:worker_threads';
-import { chatPromptTokens } from '../gateway/prompt-length.js';
-import { serveThreadCalls } from '../util/thread-calls.js';
+import { chatPromptSteps } from '../gateway/prompt-length.js';
+import { serveThreadSteps } from '../util/thread-calls.js';
 import { parseChatTemplate } from './chat-template.js';
 import type { EncodeCall } from './encoder-thread.js';
 import { readGgufHeader } from './gguf-read.js';
@@ -14,8 +17,8 @@ const source = metaString(metadata, 'tokenizer.chat_template');
 // checked by the gateway at load (loadChatTemplate) before this thread starts
 const template = source === undefined ? undefined : parseChatTemplate(source);
 
-serveThreadCalls('encoder-thread-main', (call: EncodeCall) => {
-  if (call.kind === 'text') return tokenizer.encodeUpTo(call.text, call.max, call.options);
+serveThreadSteps('encoder-thread-main', (call: EncodeCall) => {
+  if (call.kind === 'text') return tokenizer.encodeSteps(call.text, call.max, call.options);
   if (template === undefined) throw new Error('a chat prompt for a model without a chat template');
-  return chatPromptTokens(template, tokenizer, call, call.renderedMax ?? Number.POSITIVE_INFINITY);
+  return chatPromptSteps(template, tokenizer, call, call.renderedMax ?? Number.POSITIVE_INFINITY);
 });

@@ -11,8 +11,10 @@
  *   it and sends it on to the next thread, untokenized, when it is longer), ~40 ms a call at most (a 65,536-letter
  *   word of CJK on Llama 3's vocabulary; a chat sent on costs its rendering, ~60 ms for 16.5 million characters);
  * - long prompts: the rest. A prompt of millions of characters is legal at a long context and can take the thread its
- *   whole time limit (16 million spaces at a 131,072 context: over 10 s of merging); on one thread for all, every
- *   tenant's next prompt waited behind it;
+ *   whole time limit (16 million spaces at a 131,072 context: ~10 s of merging); on one thread for all, every
+ *   tenant's next prompt waited behind it. This thread tokenizes up to LONG_ON_THREAD_MAX tenants' prompts at once in
+ *   turns of a few milliseconds (tokenizer.ts encodeSteps, util/thread-calls.ts), so a long prompt does not wait for
+ *   another tenant's either: beside 16 million spaces, a 70,000-character prompt took 65–84 ms (26–28 alone);
  * - grammar checks, bounded by LIMITS.grammarWorkMax (~0.1–0.27 s a call).
  * So a short prompt waits behind short work only. The second holds a second copy of the tokenizer (~110 MB for a 128k
  * vocabulary); the grammar thread holds none.
@@ -39,6 +41,11 @@ export const QUICK_CHARS = 65_536;
 /** a grammar this cheap to build (steps of its construction) is checked inline (a millisecond or two) */
 const INLINE_GRAMMAR_WORK = 50_000;
 const QUEUE_MAX = 64;
+/**
+ * Long prompts of this many tenants are tokenized at once, taking turns of a few milliseconds (util/thread-calls.ts):
+ * the longest, 16 million characters at a 131,072 context, holds up to ~0.8 GB while its one word merges
+ */
+const LONG_ON_THREAD_MAX = 3;
 const PER_TENANT_MAX = 4;
 
 /** One text for a tokenizer thread, or a chat prompt to render through the chat template and tokenize there. */
@@ -62,7 +69,12 @@ export class EncoderThread {
     modelPath: string,
     timeoutMs: number,
   ) {
-    const thread = <Request, Answer>(script: string, workerData: unknown, words: ThreadCallWords) =>
+    const thread = <Request, Answer>(
+      script: string,
+      workerData: unknown,
+      words: ThreadCallWords,
+      shared?: { onThreadMax: number },
+    ) =>
       new ThreadCalls<Request, Answer>(
         new URL(script, import.meta.url),
         workerData,
@@ -70,6 +82,7 @@ export class EncoderThread {
         timeoutMs,
         QUEUE_MAX,
         PER_TENANT_MAX,
+        shared,
       );
     const tokenizerWords = (prompts: string): ThreadCallWords => ({
       thread: `the tokenizer thread for ${prompts} prompts`,
@@ -79,7 +92,9 @@ export class EncoderThread {
       slow: (ms) => `tokenizing the prompt took longer than ${ms} ms`,
     });
     this.quick = thread('./encoder-thread-main.js', { modelPath }, tokenizerWords('short'));
-    this.long = thread('./encoder-thread-main.js', { modelPath }, tokenizerWords('long'));
+    this.long = thread('./encoder-thread-main.js', { modelPath }, tokenizerWords('long'), {
+      onThreadMax: LONG_ON_THREAD_MAX,
+    });
     this.grammars = thread(
       '../structured/grammar-check-main.js',
       {},

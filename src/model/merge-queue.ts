@@ -8,6 +8,7 @@
  * 20 bytes and a queued pair 8 (room for 2 a symbol), down from ~69 and ~68 bytes of objects.
  */
 import { assert } from '../util/assert.js';
+import type { Steps } from '../util/steps.js';
 
 /**
  * A heap key is priority × UNITS_MAX + left symbol: lower priority first, then leftmost, in one comparison of exact
@@ -18,6 +19,8 @@ const UNITS_MAX = 2 ** 29;
 export const PRIORITY_MAX = 2 ** 24;
 /** Words up to this many UTF-16 units reuse one set of arrays; a longer one allocates its own, freed with it. */
 const REUSED_UNITS_MAX = 4096;
+/** A long word's merge goes this many units of work between pauses: ~2–8 ms. */
+const MERGE_STEP_UNITS = 16_384;
 
 /** How a tokenizer merges, given the symbols of a word. */
 export interface MergeRules {
@@ -47,6 +50,13 @@ export class MergeSymbols {
   private readonly pairPriority: Int32Array;
   /** candidate merges, as keys (see UNITS_MAX): one for each symbol's present pair, and stale ones */
   private readonly queue: PairQueue;
+  /** where `step` is: setting up symbols, queueing their pairs, merging, or done */
+  private stage: 'symbols' | 'pairs' | 'merges' | 'done' = 'done';
+  /** the next unit to set up a symbol at, or the next symbol whose pair to queue (-1: none left) */
+  private cursor = 0;
+  /** the last symbol set up so far */
+  private last = -1;
+  private mergeCount = 0;
 
   constructor(readonly capacity: number) {
     this.length = new Int32Array(capacity);
@@ -63,25 +73,78 @@ export class MergeSymbols {
     return this.word.slice(at, at + this.length[at]!);
   }
 
-  /** One symbol per code point, so surrogate pairs stay whole, linked in order. */
-  reset(word: string, rules: MergeRules): void {
+  /**
+   * Starts merging `word`: `step` then sets up one symbol per code point (so surrogate pairs stay whole), linked in
+   * order, queues each pair that can merge, and merges.
+   */
+  start(word: string): void {
     assert(word.length <= this.capacity && word.length < UNITS_MAX, 'word longer than its symbols');
     this.word = word;
     this.queue.clear();
-    let last = -1;
-    for (let at = 0; at < word.length; ) {
+    this.stage = 'symbols';
+    this.cursor = 0;
+    this.last = -1;
+    this.mergeCount = 0;
+  }
+
+  /** Merges the whole word at once. */
+  merge(rules: MergeRules): void {
+    while (!this.step(rules, Number.POSITIVE_INFINITY));
+  }
+
+  /**
+   * Goes on with the merge for about `units` units of work (a symbol set up, a pair queued, a key taken from the
+   * queue); true once the word is merged. A long word is merged a slice at a time this way, so that a thread merging
+   * it can take turns with other work (encoder-thread.ts).
+   */
+  step(rules: MergeRules, units: number): boolean {
+    let left = units;
+    if (this.stage === 'symbols') {
+      left = this.setUpSymbols(rules, left);
+      if (this.stage === 'symbols') return false;
+    }
+    if (this.stage === 'pairs') {
+      const { next } = this;
+      let at = this.cursor;
+      for (; at >= 0 && left > 0; at = next[at]!, left--) this.updatePair(at, rules);
+      this.cursor = at;
+      if (at >= 0) return false;
+      this.stage = 'merges';
+    }
+    if (this.stage === 'merges') {
+      this.mergeQueued(rules, left);
+      if (this.queue.size > 0) return false;
+      this.stage = 'done';
+    }
+    return true;
+  }
+
+  /** Sets up to `units` more symbols; what is left of `units`. */
+  private setUpSymbols(rules: MergeRules, units: number): number {
+    const { word, length, prev, next, id, pairPriority } = this;
+    let left = units;
+    let at = this.cursor;
+    let last = this.last;
+    for (; at < word.length && left > 0; left--) {
       const unit = word.charCodeAt(at);
       const pair = unit >= 0xd800 && unit <= 0xdbff && (word.charCodeAt(at + 1) & 0xfc00) === 0xdc00;
-      const length = pair ? 2 : 1;
-      this.length[at] = length;
-      this.prev[at] = last;
-      this.next[at] = -1;
-      this.id[at] = rules.initialId(word, at, length);
-      this.pairPriority[at] = -1;
-      if (last >= 0) this.next[last] = at;
+      const symbolLength = pair ? 2 : 1;
+      length[at] = symbolLength;
+      prev[at] = last;
+      next[at] = -1;
+      id[at] = rules.initialId(word, at, symbolLength);
+      pairPriority[at] = -1;
+      if (last >= 0) next[last] = at;
       last = at;
-      at += length;
+      at += symbolLength;
     }
+    this.cursor = at;
+    this.last = last;
+    if (at >= word.length) {
+      this.stage = 'pairs';
+      this.cursor = word.length === 0 ? -1 : 0;
+    }
+    return left;
   }
 
   /** Records the priority of the pair starting at `left` as it is now, and queues it when it can merge. */
@@ -96,34 +159,32 @@ export class MergeSymbols {
   }
 
   /**
-   * llama.cpp's merge loop: repeatedly merge the best queued adjacent pair, skipping stale entries. Each symbol's
-   * present pair has a key in the queue, so the smallest key that still is its symbol's present pair's is the best
-   * merge. A stale key is one whose symbol was absorbed or has since paired differently; when the new pair has the same
-   * priority (SentencePiece scores tie) the old key stands for it, which merges the same pair at the same turn.
-   * llama.cpp (and this loop before) checks the pair's combined length instead, the same test: lengths only grow.
+   * llama.cpp's merge loop, for up to `units` keys taken from the queue: repeatedly merge the best queued adjacent
+   * pair, skipping stale entries. Each symbol's present pair has a key in the queue, so the smallest key that still is
+   * its symbol's present pair's is the best merge. A stale key is one whose symbol was absorbed or has since paired
+   * differently; when the new pair has the same priority (SentencePiece scores tie) the old key stands for it, which
+   * merges the same pair at the same turn. llama.cpp (and this loop before) checks the pair's combined length instead,
+   * the same test: lengths only grow.
    */
-  merge(rules: MergeRules): void {
+  private mergeQueued(rules: MergeRules, units: number): void {
     const { length, prev, next, id, pairPriority, queue } = this;
-    if (this.word.length === 0) return;
-    for (let at = 0; at >= 0; at = next[at]!) this.updatePair(at, rules);
     const mergeCountMax = this.word.length; // each merge removes a symbol
-    let mergeCount = 0;
-    while (queue.size > 0) {
+    for (let left = units; queue.size > 0 && left > 0; left--) {
       const key = queue.pop();
-      const left = key % UNITS_MAX;
-      const priority = (key - left) / UNITS_MAX;
-      if (pairPriority[left] !== priority) continue;
-      assert(++mergeCount < mergeCountMax, 'more merges than symbols');
-      const right = next[left]!;
+      const at = key % UNITS_MAX;
+      const priority = (key - at) / UNITS_MAX;
+      if (pairPriority[at] !== priority) continue;
+      assert(++this.mergeCount < mergeCountMax, 'more merges than symbols');
+      const right = next[at]!;
       const after = next[right]!;
-      length[left]! += length[right]!;
+      length[at]! += length[right]!;
       length[right] = 0;
       pairPriority[right] = -1;
-      next[left] = after;
-      if (after >= 0) prev[after] = left;
-      id[left] = rules.mergedId(this, left, priority);
-      this.updatePair(prev[left]!, rules);
-      this.updatePair(left, rules);
+      next[at] = after;
+      if (after >= 0) prev[after] = at;
+      id[at] = rules.mergedId(this, at, priority);
+      this.updatePair(prev[at]!, rules);
+      this.updatePair(at, rules);
     }
   }
 }
@@ -189,16 +250,23 @@ class PairQueue {
 export class MergeScratch {
   private reused: MergeSymbols | undefined;
 
-  symbolsFor(word: string, rules: MergeRules): MergeSymbols {
-    let symbols: MergeSymbols;
-    if (word.length > REUSED_UNITS_MAX) symbols = new MergeSymbols(word.length);
-    else {
-      if (this.reused === undefined || this.reused.capacity < word.length) {
-        this.reused = new MergeSymbols(Math.min(REUSED_UNITS_MAX, Math.max(64, 2 * word.length)));
-      }
-      symbols = this.reused;
+  /**
+   * The word's symbols, merged: a word within REUSED_UNITS_MAX at once, in the reused arrays (read them before the
+   * next call), a longer one in arrays of its own, MERGE_STEP_UNITS of work at a time with a pause (`yield`) after
+   * each (a word of 16 million spaces took ~8 s to merge).
+   */
+  *merged(word: string, rules: MergeRules): Steps<MergeSymbols> {
+    if (word.length > REUSED_UNITS_MAX) {
+      const symbols = new MergeSymbols(word.length);
+      symbols.start(word);
+      while (!symbols.step(rules, MERGE_STEP_UNITS)) yield;
+      return symbols;
     }
-    symbols.reset(word, rules);
-    return symbols;
+    if (this.reused === undefined || this.reused.capacity < word.length) {
+      this.reused = new MergeSymbols(Math.min(REUSED_UNITS_MAX, Math.max(64, 2 * word.length)));
+    }
+    this.reused.start(word);
+    this.reused.merge(rules);
+    return this.reused;
   }
 }

@@ -91,45 +91,107 @@ function flagsOf(cp: number): number {
   return cp < 128 ? ASCII_FLAGS[cp] : classify(cp);
 }
 
-/** Code points of the text as llama.cpp sees its UTF-8: lone surrogates become U+FFFD, as Node's encoder writes them. */
-export function codePointsOf(text: string): number[] {
-  const cps: number[] = [];
-  for (const ch of text) {
-    const cp = ch.codePointAt(0)!;
-    cps.push(cp >= 0xd800 && cp <= 0xdfff ? 0xfffd : cp);
+/**
+ * A text's code points as llama.cpp sees its UTF-8 (a lone surrogate is U+FFFD, as Node's encoder writes it) and their
+ * classes, read a bounded number at a time (`read`): a prompt can be 16 million characters long.
+ */
+export class CodePoints {
+  readonly cps: Int32Array;
+  readonly flags: Uint8Array;
+  /** code points read so far */
+  count = 0;
+  /** the UTF-16 offset reading goes on from */
+  private unit = 0;
+
+  constructor(readonly text: string) {
+    this.cps = new Int32Array(text.length);
+    this.flags = new Uint8Array(text.length);
   }
-  return cps;
+
+  /** Reads up to `max` more code points; true once the whole text is read. */
+  read(max: number): boolean {
+    const { text, cps, flags } = this;
+    let unit = this.unit;
+    let count = this.count;
+    for (let n = 0; n < max && unit < text.length; n++) {
+      let cp = text.charCodeAt(unit++);
+      if (cp >= 0xd800 && cp <= 0xdfff) {
+        const low = cp <= 0xdbff && unit < text.length ? text.charCodeAt(unit) : 0;
+        if ((low & 0xfc00) === 0xdc00) {
+          cp = 0x10000 + ((cp - 0xd800) << 10) + (low - 0xdc00);
+          unit++;
+        } else cp = 0xfffd;
+      }
+      cps[count] = cp;
+      flags[count++] = flagsOf(cp);
+    }
+    this.unit = unit;
+    this.count = count;
+    return unit >= text.length;
+  }
+
+  /** Code points [start, end) as a string, a bounded slice at a time: a word may be as long as the whole text. */
+  textOf(start: number, end: number): string {
+    let text = '';
+    for (let at = start; at < end; at += SLICE)
+      text += String.fromCodePoint(...this.cps.subarray(at, Math.min(end, at + SLICE)));
+    return text;
+  }
+
+  /** Code points [start, end) as their UTF-8 bytes written as byte-level characters (one char a byte: GPT-2's table). */
+  byteLevelOf(start: number, end: number): string {
+    const { cps } = this;
+    const bytesMax = 4 * (end - start);
+    const units = bytesMax <= BYTE_SCRATCH_UNITS ? byteScratch : new Uint16Array(bytesMax);
+    let n = 0;
+    for (let at = start; at < end; at++) {
+      const cp = cps[at]!;
+      if (cp < 0x80) units[n++] = BYTE_UNITS[cp]!;
+      else if (cp < 0x800) {
+        units[n++] = BYTE_UNITS[0xc0 | (cp >> 6)]!;
+        units[n++] = BYTE_UNITS[0x80 | (cp & 0x3f)]!;
+      } else if (cp < 0x10000) {
+        units[n++] = BYTE_UNITS[0xe0 | (cp >> 12)]!;
+        units[n++] = BYTE_UNITS[0x80 | ((cp >> 6) & 0x3f)]!;
+        units[n++] = BYTE_UNITS[0x80 | (cp & 0x3f)]!;
+      } else {
+        units[n++] = BYTE_UNITS[0xf0 | (cp >> 18)]!;
+        units[n++] = BYTE_UNITS[0x80 | ((cp >> 12) & 0x3f)]!;
+        units[n++] = BYTE_UNITS[0x80 | ((cp >> 6) & 0x3f)]!;
+        units[n++] = BYTE_UNITS[0x80 | (cp & 0x3f)]!;
+      }
+    }
+    if (n <= SLICE) return String.fromCharCode(...units.subarray(0, n));
+    // a long word: its units decoded natively as UTF-16LE (concatenating slices of 4,096 took ~0.9 s for 16 million;
+    // each unit is below 0x200, never a surrogate)
+    if (!LITTLE_ENDIAN) for (let i = 0; i < n; i++) units[i] = ((units[i]! & 0xff) << 8) | (units[i]! >> 8);
+    return Buffer.from(units.buffer, units.byteOffset, 2 * n).toString('utf16le');
+  }
 }
+
+/** far below any engine's argument limit */
+const SLICE = 4096;
+/** byteLevelOf's buffer for words of up to a quarter of this many code points; a longer word gets one of its own */
+const BYTE_SCRATCH_UNITS = 1 << 14;
+const byteScratch = new Uint16Array(BYTE_SCRATCH_UNITS);
+const LITTLE_ENDIAN = new Uint8Array(Uint16Array.of(1).buffer)[0] === 1;
 
 /** A view of one fragment [start, end) of the code points, answering like llama.cpp's _get_cpt/_get_flags. */
 class Fragment {
   constructor(
-    readonly cps: readonly number[],
+    readonly points: CodePoints,
     readonly start: number,
     readonly end: number,
   ) {}
   cp(pos: number): number {
-    return pos >= this.start && pos < this.end ? this.cps[pos] : -1;
+    return pos >= this.start && pos < this.end ? this.points.cps[pos]! : -1;
   }
   flags(pos: number): number {
-    return pos >= this.start && pos < this.end ? flagsOf(this.cps[pos]) : 0;
+    return pos >= this.start && pos < this.end ? this.points.flags[pos]! : 0;
   }
-}
-
-/** Collects word lengths, skipping empty ones, like llama.cpp's _add_token. */
-class WordSink {
-  private previousEnd: number;
-  constructor(
-    start: number,
-    readonly lengths: number[],
-  ) {
-    this.previousEnd = start;
-  }
-  add(end: number): number {
-    const length = end - this.previousEnd;
-    if (length > 0) this.lengths.push(length);
-    this.previousEnd = end;
-    return length;
+  /** the fragment [start, end) of the same code points */
+  part(start: number, end: number): Fragment {
+    return new Fragment(this.points, start, end);
   }
 }
 
@@ -150,62 +212,79 @@ function contractionLength(f: Fragment, pos: number, ignoreCase: boolean): numbe
   return twoLetter || (next === 0x6c && after === 0x6c) ? 3 : 0; // ll
 }
 
-/** Whitespace run at pos: \s+(?!\S) leaves the last space to the next word, unless the run ends the fragment. */
-function whitespaceRunEnd(f: Fragment, pos: number): number {
-  let count = 0;
-  while (f.flags(pos + count) & WHITESPACE) count++;
+/** The first position from `pos` on whose code point has none of the class bits `cls`, or the fragment's end. */
+function runEnd(f: Fragment, pos: number, cls: number): number {
+  const { flags } = f.points;
+  let at = pos;
+  while (at < f.end && flags[at]! & cls) at++;
+  return at;
+}
+
+/** The first position from `pos` on whose code point has one of the class bits `cls`, or the fragment's end. */
+function runEndBefore(f: Fragment, pos: number, cls: number): number {
+  const { flags } = f.points;
+  let at = pos;
+  while (at < f.end && !(flags[at]! & cls)) at++;
+  return at;
+}
+
+/**
+ * Whitespace run at pos (ending at `end`): \s+(?!\S) leaves the last space to the next word, unless the run ends the
+ * fragment.
+ */
+function whitespaceRunEnd(f: Fragment, pos: number, end = runEnd(f, pos, WHITESPACE)): number {
+  const count = end - pos;
   if (count > 1 && f.cp(pos + count) !== -1) return pos + count - 1;
   if (count > 0) return pos + count;
   return pos + 1; // no match: the code point stands alone
 }
 
 /** Port of unicode_regex_split_custom_gpt2. */
-function splitGpt2(f: Fragment, out: number[]): void {
-  const sink = new WordSink(f.start, out);
+function* splitGpt2(f: Fragment): Generator<number, void, void> {
   const CLASSES = WHITESPACE | LETTER | NUMBER;
   for (let pos = f.start; pos < f.end; ) {
     const contraction = contractionLength(f, pos, false);
     if (contraction > 0) {
-      pos += sink.add(pos + contraction);
+      pos += contraction;
+      yield pos;
       continue;
     }
     const cp = f.cp(pos);
-    let flags2 = cp === SPACE ? f.flags(pos + 1) : f.flags(pos);
+    const flags2 = cp === SPACE ? f.flags(pos + 1) : f.flags(pos);
     const runClass = flags2 & LETTER ? LETTER : flags2 & NUMBER ? NUMBER : 0;
     if (runClass !== 0) {
       if (cp === SPACE) pos++;
-      while (flags2 & runClass) flags2 = f.flags(++pos);
-      sink.add(pos);
+      pos = runEnd(f, pos, runClass);
+      yield pos;
       continue;
     }
     if (!(flags2 & CLASSES) && flags2 !== 0) {
       if (cp === SPACE) pos++;
-      while (!(flags2 & CLASSES) && flags2 !== 0) flags2 = f.flags(++pos);
-      sink.add(pos);
+      pos = runEndBefore(f, pos, CLASSES);
+      yield pos;
       continue;
     }
     pos = whitespaceRunEnd(f, pos);
-    sink.add(pos);
+    yield pos;
   }
 }
 
 /** Port of unicode_regex_split_custom_llama3 (digitsMax 3) and _qwen2 (digitsMax 1). */
-function splitLlama3(f: Fragment, out: number[], digitsMax: number): void {
-  const sink = new WordSink(f.start, out);
+function* splitLlama3(f: Fragment, digitsMax: number): Generator<number, void, void> {
   const CLASSES = WHITESPACE | LETTER | NUMBER;
   for (let pos = f.start; pos < f.end; ) {
     const contraction = contractionLength(f, pos, true);
     if (contraction > 0) {
-      pos += sink.add(pos + contraction);
+      pos += contraction;
+      yield pos;
       continue;
     }
     const cp = f.cp(pos);
     const flags = f.flags(pos);
     // [^\r\n\p{L}\p{N}]?\p{L}+
     if (!(cp === CR || cp === LF || flags & NUMBER) && (flags & LETTER || f.flags(pos + 1) & LETTER)) {
-      pos++;
-      while (f.flags(pos) & LETTER) pos++;
-      sink.add(pos);
+      pos = runEnd(f, pos + 1, LETTER);
+      yield pos;
       continue;
     }
     // \p{N}{1,digitsMax}
@@ -213,50 +292,48 @@ function splitLlama3(f: Fragment, out: number[], digitsMax: number): void {
       let groupStart = pos;
       while (f.flags(pos) & NUMBER) {
         if (++pos - groupStart >= digitsMax) {
-          sink.add(pos);
+          yield pos;
           groupStart = pos;
         }
       }
-      sink.add(pos);
+      yield pos;
       continue;
     }
     // <space>?[^\s\p{L}\p{N}]+[\r\n]*
-    let flags2 = cp === SPACE ? f.flags(pos + 1) : flags;
+    const flags2 = cp === SPACE ? f.flags(pos + 1) : flags;
     if (!(flags2 & CLASSES) && flags !== 0) {
       if (cp === SPACE) pos++;
-      while (!(flags2 & CLASSES) && flags2 !== 0) flags2 = f.flags(++pos);
+      pos = runEndBefore(f, pos, CLASSES);
       while (f.cp(pos) === CR || f.cp(pos) === LF) pos++;
-      sink.add(pos);
+      yield pos;
       continue;
     }
     // \s*[\r\n]+ takes the run up to its last line break
-    let count = 0;
+    const { cps, flags: classes } = f.points;
     let lineBreakEnd = 0;
-    while (f.flags(pos + count) & WHITESPACE) {
-      const c = f.cp(pos + count);
-      if (c === CR || c === LF) lineBreakEnd = pos + count + 1;
-      count++;
+    let end = pos;
+    for (; end < f.end && classes[end]! & WHITESPACE; end++) {
+      if (cps[end] === CR || cps[end] === LF) lineBreakEnd = end + 1;
     }
-    pos = lineBreakEnd > 0 ? lineBreakEnd : whitespaceRunEnd(f, pos);
-    sink.add(pos);
+    pos = lineBreakEnd > 0 ? lineBreakEnd : whitespaceRunEnd(f, pos, end);
+    yield pos;
   }
 }
 
 /** std::regex_iterator over one fragment: matches and the gaps between them both become words. */
-function splitByMatches(f: Fragment, out: number[], matchEnd: (pos: number) => number): void {
-  const sink = new WordSink(f.start, out);
+function* splitByMatches(f: Fragment, matchEnd: (pos: number) => number): Generator<number, void, void> {
   let pos = f.start;
   while (pos < f.end) {
     const end = matchEnd(pos);
     if (end > pos) {
-      sink.add(pos);
-      sink.add(end);
+      yield pos;
+      yield end;
       pos = end;
     } else {
       pos++;
     }
   }
-  sink.add(f.end);
+  yield f.end;
 }
 
 // Character classes of the collapsed-text expressions, as llama.cpp's k_ucat_map defines them for ASCII.
@@ -276,14 +353,15 @@ function isAsciiDigit(cp: number): boolean {
   return cp >= 0x30 && cp <= 0x39;
 }
 
-type Splitter = (f: Fragment, out: number[]) => void;
+/** the ends of a fragment's words, ascending; an end may repeat (an empty word, which is no word) */
+type Splitter = (f: Fragment) => Iterable<number>;
 
 const runOf =
   (member: (cp: number) => boolean): Splitter =>
-  (f, out) =>
-    splitByMatches(f, out, (pos) => {
+  (f) =>
+    splitByMatches(f, (pos) => {
       let end = pos;
-      while (end < f.end && member(f.cps[end])) end++;
+      while (end < f.end && member(f.points.cps[end]!)) end++;
       return end;
     });
 
@@ -292,47 +370,60 @@ const SPLITTERS: Readonly<Record<PreTokenizerName, readonly Splitter[]>> = {
     runOf(isDefaultPunct),
     splitGpt2,
     runOf(isNumberCp),
-    (f, out) =>
-      splitByMatches(f, out, (pos) =>
-        pos + 3 <= f.end && isAsciiDigit(f.cps[pos]) && isAsciiDigit(f.cps[pos + 1]) && isAsciiDigit(f.cps[pos + 2])
+    (f) =>
+      splitByMatches(f, (pos) =>
+        pos + 3 <= f.end && isAsciiDigit(f.cp(pos)) && isAsciiDigit(f.cp(pos + 1)) && isAsciiDigit(f.cp(pos + 2))
           ? pos + 3
           : pos,
       ),
   ],
   'gpt-2': [splitGpt2],
-  llama3: [(f, out) => splitLlama3(f, out, 3)],
-  qwen2: [(f, out) => splitLlama3(f, out, 1)],
-  smollm: [(f, out) => splitByMatches(f, out, (pos) => (isNumberCp(f.cps[pos]) ? pos + 1 : pos)), splitGpt2],
+  llama3: [(f) => splitLlama3(f, 3)],
+  qwen2: [(f) => splitLlama3(f, 1)],
+  smollm: [(f) => splitByMatches(f, (pos) => (isNumberCp(f.cp(pos)) ? pos + 1 : pos)), splitGpt2],
 };
+
+/** what `wordEnds` yields for a pause: code points were read, no word ended yet */
+export const PAUSE = -1;
+/** code points read between pauses: ~1–4 ms */
+const READ_STEP = 1 << 18;
+
+/**
+ * The ends of the text's words (code point offsets into `points`, ascending, each word from the end before), as
+ * llama.cpp's unicode_regex_split cuts them, one word at a time, so that a caller can stop at any word; PAUSE while
+ * the code points are read, READ_STEP at a time. Each of the pre-tokenizer's expressions splits the words of the one
+ * before.
+ */
+export function* wordEnds(points: CodePoints, pre: PreTokenizerName): Generator<number, void, void> {
+  while (!points.read(READ_STEP)) yield PAUSE;
+  yield* stageEnds(new Fragment(points, 0, points.count), SPLITTERS[pre], 0);
+}
+
+function* stageEnds(f: Fragment, stages: readonly Splitter[], stage: number): Generator<number, void, void> {
+  const splitter = stages[stage];
+  if (splitter === undefined) {
+    yield f.end;
+    return;
+  }
+  let start = f.start;
+  for (const end of splitter(f)) {
+    if (end <= start) continue;
+    yield* stageEnds(f.part(start, end), stages, stage + 1);
+    start = end;
+  }
+}
 
 /** Splits text into words (plain strings, not yet byte-encoded) as llama.cpp's unicode_regex_split does. */
 export function preTokenize(text: string, pre: PreTokenizerName): string[] {
-  const cps = codePointsOf(text);
-  let lengths = [cps.length];
-  for (const splitter of SPLITTERS[pre]) {
-    const next: number[] = [];
-    let start = 0;
-    for (const length of lengths) {
-      splitter(new Fragment(cps, start, start + length), next);
-      start += length;
-    }
-    lengths = next;
-  }
+  const points = new CodePoints(text);
   const words: string[] = [];
   let start = 0;
-  for (const length of lengths) {
-    words.push(stringOf(cps, start, start + length));
-    start += length;
+  for (const end of wordEnds(points, pre)) {
+    if (end === PAUSE) continue;
+    words.push(points.textOf(start, end));
+    start = end;
   }
   return words;
-}
-
-/** Code points [start, end) as a string, a bounded slice at a time: a word may be as long as the whole text. */
-function stringOf(cps: readonly number[], start: number, end: number): string {
-  const SLICE = 4096; // far below any engine's argument limit
-  let text = '';
-  for (let at = start; at < end; at += SLICE) text += String.fromCodePoint(...cps.slice(at, Math.min(end, at + SLICE)));
-  return text;
 }
 
 /** GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others map to U+0100 upwards in byte order. */
@@ -343,6 +434,9 @@ export const BYTE_TO_CHAR: readonly string[] = (() => {
   for (let b = 0; b < 256; b++) table.push(String.fromCharCode(printable(b) ? b : next++));
   return table;
 })();
+
+/** BYTE_TO_CHAR as UTF-16 code units */
+const BYTE_UNITS = Uint16Array.from(BYTE_TO_CHAR, (ch) => ch.charCodeAt(0));
 
 const CHAR_TO_BYTE: ReadonlyMap<string, number> = new Map(BYTE_TO_CHAR.map((ch, b) => [ch, b]));
 

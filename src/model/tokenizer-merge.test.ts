@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
+import { finish } from '../util/steps.js';
 import { type GgufMetadata, metaNumberArray, metaStringArray } from './gguf-types.js';
-import { type MergeRules, MergeScratch } from './merge-queue.js';
+import { type MergeRules, MergeScratch, MergeSymbols } from './merge-queue.js';
 import { BpeRules, SpmRules } from './merge-rules.js';
 import { readMerges, readVocabulary, TOKEN_TYPE, type Vocabulary } from './tokenizer-vocab.js';
 import { buildTestVocabulary } from './vocab-build.js';
@@ -35,8 +36,7 @@ function referenceMerge(
 
 /** The symbols merge-queue.ts leaves, as texts; a symbol with an id must be the token of its text. */
 function fastMerge(word: string, rules: MergeRules, scratch: MergeScratch, vocab: Vocabulary): string[] {
-  const symbols = scratch.symbolsFor(word, rules);
-  symbols.merge(rules);
+  const symbols = finish(scratch.merged(word, rules));
   const texts: string[] = [];
   for (let at = 0; at >= 0 && at < word.length; at = symbols.next[at]!) {
     const text = symbols.text(at);
@@ -180,5 +180,42 @@ describe('merge queue', () => {
         { numRuns: 150, seed },
       );
     }
+  });
+
+  it('merges a word in steps of any size as it merges it at once; a long word pauses between steps', () => {
+    const { rules } = bpeVocabulary(1024, 3);
+    const texts = (symbols: MergeSymbols, word: string) => {
+      const out: string[] = [];
+      for (let at = 0; at >= 0 && at < word.length; at = symbols.next[at]!) out.push(symbols.text(at));
+      return out;
+    };
+    const atOnce = (word: string) => {
+      const symbols = new MergeSymbols(word.length);
+      symbols.start(word);
+      symbols.merge(rules);
+      return texts(symbols, word);
+    };
+    fc.assert(
+      fc.property(
+        words(['a', 'b', 'e', 'l', 'o', 't', 'Ġ', 'Ċ', 'ʬ']),
+        fc.integer({ min: 1, max: 40 }),
+        (word, units) => {
+          const symbols = new MergeSymbols(word.length);
+          symbols.start(word);
+          let steps = 1;
+          while (!symbols.step(rules, units)) steps++;
+          assert.deepEqual(texts(symbols, word), atOnce(word));
+          assert.ok(steps >= Math.floor(word.length / units), 'each step does at most its units of work');
+        },
+      ),
+      { numRuns: 100, seed: 3 },
+    );
+    const long = `${'ab'.repeat(20_000)}${'a'.repeat(30_000)}Ġlot`;
+    const steps = new MergeScratch().merged(long, rules);
+    let pauses = 0;
+    let next = steps.next();
+    for (; !next.done; next = steps.next()) pauses++;
+    assert.deepEqual(texts(next.value, long), atOnce(long));
+    assert.ok(pauses >= 5, `${pauses} pauses`);
   });
 });

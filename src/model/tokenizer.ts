@@ -13,17 +13,19 @@
 import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
+import { finish, type Steps } from '../util/steps.js';
 import { type GgufMetadata, metaBool, metaString } from './gguf-types.js';
 import { MergeScratch } from './merge-queue.js';
 import { BpeRules, SpmRules } from './merge-rules.js';
 import {
   BYTE_TO_CHAR,
-  byteLevelEncode,
   byteOfChar,
+  CodePoints,
+  PAUSE,
   PRE_TOKENIZER_TRAITS,
   type PreTokenizerName,
-  preTokenize,
   preTokenizerFor,
+  wordEnds,
 } from './pretokenizer.js';
 import {
   ATTR_BYTE,
@@ -79,6 +81,12 @@ export interface Tokenizer {
    * length alone (over longestTokenChars a token) passes it
    */
   encodeUpTo(text: string, max: number, options?: EncodeOptions): number[] | undefined;
+  /**
+   * encodeUpTo a slice of work at a time: each `yield` is a pause, a few milliseconds of work after the last at most
+   * but for steps that cannot pause (~0.1 s at most for 16 million characters), so that a thread can take turns
+   * between prompts (encoder-thread.ts); what it returns is encodeUpTo's answer
+   */
+  encodeSteps(text: string, max: number, options?: EncodeOptions): Steps<number[] | undefined>;
   /** text as llama.cpp's llama_detokenize gives it (drops one leading space for SentencePiece, cleans spaces for some) */
   decode(ids: readonly number[], options?: DecodeOptions): string;
   /** raw bytes of tokens, for streaming decoders that must not split a UTF-8 character */
@@ -97,6 +105,9 @@ export interface Tokenizer {
 type Fragment = { text: string; at: number } | { id: number };
 
 const UTF8_ENCODER = new TextEncoder();
+/** encodeSteps pauses after words of this many code points, and after each special token's search of a longer text */
+const WORDS_STEP_CHARS = 8192;
+const PARTITION_PAUSE_CHARS = 1 << 16;
 const UTF8_DECODER = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text, not a mark
 const SPM_SPACE = '\u2581';
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
@@ -188,7 +199,11 @@ class GgufTokenizer implements Tokenizer {
     return ids;
   }
 
-  encodeUpTo(rawText: string, max: number, options: EncodeOptions = {}): number[] | undefined {
+  encodeUpTo(text: string, max: number, options: EncodeOptions = {}): number[] | undefined {
+    return finish(this.encodeSteps(text, max, options));
+  }
+
+  *encodeSteps(rawText: string, max: number, options: EncodeOptions = {}): Steps<number[] | undefined> {
     // llama.cpp sees the text's UTF-8, where a lone surrogate is U+FFFD: same length, so offsets stay valid
     const text = rawText.replace(LONE_SURROGATE, '\uFFFD');
     const addSpecial = options.addSpecial ?? false;
@@ -198,7 +213,8 @@ class GgufTokenizer implements Tokenizer {
     // 262,144 CJK letters took 1.2 s to merge only to be refused (I11 review, Llama 3's vocabulary)
     const surelyPast = (chars: number) => output.length + Math.ceil(chars / this.longestTokenChars) > max;
     let previousWasSpecial = true; // SentencePiece prefixes a space to the first run and to runs after special tokens
-    for (const fragment of this.partition(text, options.parseSpecial ?? false, options.literalRanges)) {
+    const fragments = yield* this.partition(text, options.parseSpecial ?? false, options.literalRanges);
+    for (const fragment of fragments) {
       if (output.length > max) return undefined;
       if ('id' in fragment) {
         output.push(fragment.id);
@@ -206,17 +222,34 @@ class GgufTokenizer implements Tokenizer {
       } else if (this.model === 'llama') {
         const prefixed = this.addSpacePrefix && previousWasSpecial ? ` ${fragment.text}` : fragment.text;
         if (surelyPast(prefixed.length)) return undefined;
-        this.encodeSentencePiece(prefixed.replaceAll(' ', SPM_SPACE), output);
+        yield* this.encodeSentencePiece(prefixed.replaceAll(' ', SPM_SPACE), output);
         previousWasSpecial = false;
       } else {
         // each word's ids are at least its bytes over longestTokenChars, so the fragment's at least all its bytes over
         // it: checked before the words are cut, which for a 262,144-letter word allocated ~10 MB
         if (surelyPast(Buffer.byteLength(fragment.text))) return undefined;
-        for (const word of preTokenize(fragment.text, this.pre)) {
-          const bytes = byteLevelEncode(word);
-          if (surelyPast(bytes.length)) return undefined;
-          this.encodeBpeWord(bytes, output);
+        const points = new CodePoints(fragment.text);
+        let start = 0;
+        let sincePause = 0; // code points of words since the last pause
+        for (const end of wordEnds(points, this.pre)) {
+          if (end === PAUSE) {
+            yield;
+            continue;
+          }
+          // a long word pauses before and after its bytes are written out (~80 ms for 16 million spaces)
+          const long = end - start > WORDS_STEP_CHARS;
+          if (long) yield;
+          const word = points.byteLevelOf(start, end);
+          if (long) yield;
+          sincePause += end - start;
+          start = end;
+          if (surelyPast(word.length)) return undefined;
+          yield* this.encodeBpeWord(word, output);
           if (output.length > max) return undefined;
+          if (sincePause >= WORDS_STEP_CHARS) {
+            sincePause = 0;
+            yield;
+          }
         }
       }
     }
@@ -277,11 +310,11 @@ class GgufTokenizer implements Tokenizer {
   }
 
   /** Cuts special tokens out of the text, longest token first, as llama.cpp's tokenizer_st_partition does. */
-  private partition(
+  private *partition(
     text: string,
     parseSpecial: boolean,
     literal: readonly (readonly [number, number])[] = [],
-  ): Fragment[] {
+  ): Steps<Fragment[]> {
     let fragments: Fragment[] = text === '' ? [] : [{ text, at: 0 }];
     for (const id of this.specialIds) {
       const control = (this.vocab.attrs[id] & (ATTR_CONTROL | ATTR_UNKNOWN)) !== 0;
@@ -307,6 +340,7 @@ class GgufTokenizer implements Tokenizer {
         if (from < t.length) next.push({ text: t.slice(from), at: base + from });
       }
       fragments = next;
+      if (text.length > PARTITION_PAUSE_CHARS) yield; // each token is searched for through the whole text
     }
     return fragments;
   }
@@ -318,15 +352,14 @@ class GgufTokenizer implements Tokenizer {
   }
 
   /** llama.cpp's llm_tokenizer_bpe_session for one byte-encoded word. */
-  private encodeBpeWord(word: string, output: number[]): void {
+  private *encodeBpeWord(word: string, output: number[]): Steps<void> {
     const { idOf } = this.vocab;
     const whole = this.ignoreMerges ? idOf.get(word) : undefined;
     if (whole !== undefined) {
       output.push(whole);
       return;
     }
-    const symbols = this.scratch.symbolsFor(word, this.rules);
-    symbols.merge(this.rules);
+    const symbols = yield* this.scratch.merged(word, this.rules);
     for (let at = 0; at >= 0 && at < word.length; at = symbols.next[at]!) {
       const id = symbols.id[at]!;
       if (id >= 0) {
@@ -343,10 +376,9 @@ class GgufTokenizer implements Tokenizer {
   }
 
   /** llama.cpp's llm_tokenizer_spm_session: merge by the score of the merged piece, then spell leftovers as bytes. */
-  private encodeSentencePiece(text: string, output: number[]): void {
+  private *encodeSentencePiece(text: string, output: number[]): Steps<void> {
     const { idOf } = this.vocab;
-    const symbols = this.scratch.symbolsFor(text, this.rules);
-    symbols.merge(this.rules);
+    const symbols = yield* this.scratch.merged(text, this.rules);
     for (let at = 0; at >= 0 && at < text.length; at = symbols.next[at]!) {
       const piece = symbols.text(at);
       const id = idOf.get(piece);

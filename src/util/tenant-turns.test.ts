@@ -38,3 +38,20 @@ test('an item removed is not taken; drain empties every queue', () => {
   assert.deepEqual(turns.drain().sort(), ['a3', 'b2']);
   assert.deepEqual([turns.size, turns.take()], [0, undefined]);
 });
+
+test('take skips the tenants it is told are not eligible, and leaves their turn as it was', () => {
+  const turns = new TenantTurns<string>();
+  turns.push('a', 'a1');
+  turns.push('a', 'a2');
+  turns.push('b', 'b1');
+  assert.equal(turns.take((tenant) => tenant !== 'a')?.item, 'b1');
+  assert.equal(
+    turns.take((tenant) => tenant !== 'a'),
+    undefined,
+    'only a has items',
+  );
+  assert.equal(turns.sizeOf('a'), 2);
+  turns.push('b', 'b2');
+  // a has had no turn yet, b has: a goes first once eligible
+  assert.deepEqual(takeAll(turns), ['a1', 'b2', 'a2']);
+});

@@ -43,11 +43,14 @@ export class TenantTurns<T> {
     return true;
   }
 
-  /** The next item to run and its tenant, taken out of the queue; undefined when none waits. */
-  take(): { tenant: string; item: T } | undefined {
+  /**
+   * The next item to run and its tenant, of the tenants `eligible` allows, taken out of the queue; undefined when none
+   * waits.
+   */
+  take(eligible: (tenant: string) => boolean = () => true): { tenant: string; item: T } | undefined {
     let tenant: string | undefined;
     const turn = (t: string) => this.lastTurn.get(t) ?? -1;
-    for (const t of this.queued.keys()) if (tenant === undefined || turn(t) < turn(tenant)) tenant = t;
+    for (const t of this.queued.keys()) if ((tenant === undefined || turn(t) < turn(tenant)) && eligible(t)) tenant = t;
     if (tenant === undefined) return undefined;
     const queued = this.queued.get(tenant)!;
     const item = queued.shift()!;
