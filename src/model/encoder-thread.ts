@@ -42,8 +42,10 @@ export const QUICK_CHARS = 65_536;
 const INLINE_GRAMMAR_WORK = 50_000;
 const QUEUE_MAX = 64;
 /**
- * Long prompts of this many tenants are tokenized at once, taking turns of a few milliseconds (util/thread-calls.ts):
- * the longest, 16 million characters at a 131,072 context, holds up to ~0.8 GB while its one word merges
+ * Long prompts of this many tenants are tokenized at once, taking turns of a few milliseconds (util/thread-calls.ts).
+ * Each holds memory while it merges: the longest, 16 million spaces at a 131,072 context (one word), ~0.5 GB; three
+ * of them raised the process's peak by 1.6 GB. A victim's long prompt waits for a place only while two other tenants'
+ * are on the thread
  */
 const LONG_ON_THREAD_MAX = 3;
 const PER_TENANT_MAX = 4;

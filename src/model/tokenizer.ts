@@ -222,7 +222,7 @@ class GgufTokenizer implements Tokenizer {
       } else if (this.model === 'llama') {
         const prefixed = this.addSpacePrefix && previousWasSpecial ? ` ${fragment.text}` : fragment.text;
         if (surelyPast(prefixed.length)) return undefined;
-        yield* this.encodeSentencePiece(prefixed.replaceAll(' ', SPM_SPACE), output);
+        yield* this.encodeSentencePiece(prefixed.replaceAll(' ', SPM_SPACE), output, max);
         previousWasSpecial = false;
       } else {
         // each word's ids are at least its bytes over longestTokenChars, so the fragment's at least all its bytes over
@@ -236,15 +236,13 @@ class GgufTokenizer implements Tokenizer {
             yield;
             continue;
           }
-          // a long word pauses before and after its bytes are written out (~80 ms for 16 million spaces)
           const long = end - start > WORDS_STEP_CHARS;
-          if (long) yield;
-          const word = points.byteLevelOf(start, end);
-          if (long) yield;
+          if (long) yield; // after its cut (~60 ms for 16 million spaces)
+          const word = long ? yield* points.byteLevelSteps(start, end) : points.byteLevelOf(start, end);
           sincePause += end - start;
           start = end;
           if (surelyPast(word.length)) return undefined;
-          yield* this.encodeBpeWord(word, output);
+          yield* this.encodeBpeWord(word, output, max);
           if (output.length > max) return undefined;
           if (sincePause >= WORDS_STEP_CHARS) {
             sincePause = 0;
@@ -351,8 +349,11 @@ class GgufTokenizer implements Tokenizer {
     );
   }
 
-  /** llama.cpp's llm_tokenizer_bpe_session for one byte-encoded word. */
-  private *encodeBpeWord(word: string, output: number[]): Steps<void> {
+  /**
+   * llama.cpp's llm_tokenizer_bpe_session for one byte-encoded word; its ids stop once `output` holds more than `max`
+   * (a CJK word of 5 million letters left ~5 million symbols: ~0.1 s to push them all, for a refusal)
+   */
+  private *encodeBpeWord(word: string, output: number[], max: number): Steps<void> {
     const { idOf } = this.vocab;
     const whole = this.ignoreMerges ? idOf.get(word) : undefined;
     if (whole !== undefined) {
@@ -360,7 +361,7 @@ class GgufTokenizer implements Tokenizer {
       return;
     }
     const symbols = yield* this.scratch.merged(word, this.rules);
-    for (let at = 0; at >= 0 && at < word.length; at = symbols.next[at]!) {
+    for (let at = 0; at >= 0 && at < word.length && output.length <= max; at = symbols.next[at]!) {
       const id = symbols.id[at]!;
       if (id >= 0) {
         output.push(id);
@@ -376,10 +377,10 @@ class GgufTokenizer implements Tokenizer {
   }
 
   /** llama.cpp's llm_tokenizer_spm_session: merge by the score of the merged piece, then spell leftovers as bytes. */
-  private *encodeSentencePiece(text: string, output: number[]): Steps<void> {
+  private *encodeSentencePiece(text: string, output: number[], max: number): Steps<void> {
     const { idOf } = this.vocab;
     const symbols = yield* this.scratch.merged(text, this.rules);
-    for (let at = 0; at >= 0 && at < text.length; at = symbols.next[at]!) {
+    for (let at = 0; at >= 0 && at < text.length && output.length <= max; at = symbols.next[at]!) {
       const piece = symbols.text(at);
       const id = idOf.get(piece);
       if (id !== undefined) {

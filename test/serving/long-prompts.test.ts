@@ -340,7 +340,10 @@ test("a long prompt does not wait behind another tenant's: the long prompts' thr
   try {
     const texts = ['a b c d '.repeat(QUICK_CHARS / 8 + 1), 'x'.repeat(QUICK_CHARS + 1)]; // both past the quick bound
     const answers = await Promise.all(texts.map((text, i) => encode(thread, text, {}, `victim${i}`)));
-    assert.deepEqual(answers, texts.map((text) => model.tokenizer.encode(text)));
+    assert.deepEqual(
+      answers,
+      texts.map((text) => model.tokenizer.encode(text)),
+    );
     assert.equal(costly.settled(), false, 'answered while the costly prompt is still being tokenized');
   } finally {
     await thread.close();
