@@ -3,7 +3,8 @@
  * text that could be the start of a stop sequence is held back until it is known not to be one. When a stop sequence
  * appears, the text before it is released and the stop sequence itself is not (OpenAI's behaviour).
  */
-import type { Tokenizer } from '../model/tokenizer.js';
+import { IDS_STEP, type Tokenizer } from '../model/tokenizer.js';
+import type { Steps } from '../util/steps.js';
 
 export interface TextStep {
   /** text released by this token (possibly empty) */
@@ -97,6 +98,16 @@ export function tokenPiece(tokenizer: Tokenizer, id: number): { text: string; by
   const bytes = new Array<number>(raw.length);
   for (let i = 0; i < raw.length; i++) bytes[i] = raw[i]!;
   return { text: PIECE_DECODER.decode(raw), bytes };
+}
+
+/** Each id's piece as text (tokenPiece's), with a pause (`yield`) after every IDS_STEP, for a thread taking turns. */
+export function* pieceTextSteps(tokenizer: Tokenizer, ids: readonly number[]): Steps<string[]> {
+  const texts: string[] = [];
+  for (let i = 0; i < ids.length; i++) {
+    texts.push(PIECE_DECODER.decode(tokenizer.decodeBytes([ids[i]!])));
+    if (i % IDS_STEP === IDS_STEP - 1) yield;
+  }
+  return texts;
 }
 
 /**

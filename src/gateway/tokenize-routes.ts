@@ -10,7 +10,6 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { KvfenceError } from '../util/errors.js';
 import { bodyAs } from './body-readers.js';
 import { encodeClientText, promptTokens, type ServedModel } from './served-model.js';
-import { tokenPiece } from './text-stream.js';
 import { NOT_TOKEN_IDS } from './tokenize-body.js';
 
 export function registerTokenizeRoutes(
@@ -19,7 +18,6 @@ export function registerTokenizeRoutes(
   provenContext: () => number,
   authenticate: (request: FastifyRequest) => string,
 ): void {
-  const { tokenizer } = model;
   app.post('/tokenize', async (request) => {
     const tenant = authenticate(request);
     const body = bodyAs(request.body, 'tokenize');
@@ -40,14 +38,15 @@ export function registerTokenizeRoutes(
       count: tokens.length,
       max_model_len: provenContext(),
       tokens,
-      ...(body.returnTokenStrs ? { token_strs: tokens.map((t) => tokenPiece(tokenizer, t).text) } : {}),
+      ...(body.returnTokenStrs ? { token_strs: await model.encoder.pieceTexts(tokens, tenant) } : {}),
     };
   });
   app.post('/detokenize', async (request) => {
-    authenticate(request);
+    const tenant = authenticate(request);
     const { count, tokens } = bodyAs(request.body, 'detokenize');
-    // no more than a request can hold: decoding runs on the event loop, and 280k ids from two connections held
-    // every tenant's streams for ~0.4 s each time (LIMITS.contextTokensMax, 4M, was the bound)
+    // no more than a request can hold: 280k ids from two connections held every tenant's streams for ~0.4 s each
+    // time when decoding ran on the event loop (LIMITS.contextTokensMax, 4M, was the bound); it runs on a tokenizer
+    // thread past INLINE_IDS
     if (count > provenContext())
       throw new KvfenceError(
         'invalid_request_error',
@@ -55,6 +54,6 @@ export function registerTokenizeRoutes(
         'tokens',
       );
     if (tokens === undefined) throw new KvfenceError('invalid_request_error', NOT_TOKEN_IDS, 'tokens');
-    return { prompt: tokenizer.decode(tokens) };
+    return { prompt: await model.encoder.decode(tokens, tenant) };
   });
 }

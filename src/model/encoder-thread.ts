@@ -28,8 +28,10 @@
  * tenant sending long prompts in a loop cannot fill the queue and turn other tenants' prompts into 503s.
  */
 import type { ChatCall } from '../gateway/prompt-length.js';
+import { pieceTextSteps } from '../gateway/text-stream.js';
 import { constraintGrammar, type GrammarCheck } from '../structured/grammar-cache.js';
 import { assert } from '../util/assert.js';
+import { finish } from '../util/steps.js';
 import { textWithin } from '../util/text-within.js';
 import { ThreadCalls, type ThreadCallWords } from '../util/thread-calls.js';
 import type { EncodeOptions, Tokenizer } from './tokenizer.js';
@@ -38,6 +40,9 @@ import type { EncodeOptions, Tokenizer } from './tokenizer.js';
 export const INLINE_CHARS = 2048;
 /** a text or a rendered chat prompt of at most this many characters: ~40 ms at most; a longer one can take seconds */
 export const QUICK_CHARS = 65_536;
+/** ids this few are decoded inline (~1–3 ms); up to QUICK_IDS on the short prompts' thread (~40 ms) */
+export const INLINE_IDS = 2048;
+const QUICK_IDS = 16_384;
 /** a grammar this cheap to build (steps of its construction) is checked inline (a millisecond or two) */
 const INLINE_GRAMMAR_WORK = 50_000;
 const QUEUE_MAX = 64;
@@ -50,20 +55,32 @@ const QUEUE_MAX = 64;
 const LONG_ON_THREAD_MAX = 3;
 const PER_TENANT_MAX = 4;
 
-/** One text for a tokenizer thread, or a chat prompt to render through the chat template and tokenize there. */
+/**
+ * One text for a tokenizer thread, or a chat prompt to render through the chat template and tokenize there; or ids to
+ * decode into one text, or into each one's piece.
+ */
 export type EncodeCall =
   | { kind: 'text'; text: string; max: number; options: EncodeOptions }
   | ({
       kind: 'chat';
       /** the thread answers undefined, untokenized, when the prompt renders to more characters than this */
       renderedMax?: number;
-    } & ChatCall);
+    } & ChatCall)
+  | { kind: 'decode'; ids: readonly number[] }
+  | { kind: 'pieces'; ids: readonly number[] };
+
+/** a text's or a chat's ids (undefined: past `max`, or rendered past `renderedMax`), a decoded text, or the pieces */
+export type EncodeAnswer = number[] | undefined | string | string[];
+
+function isIds(answer: EncodeAnswer): answer is number[] {
+  return Array.isArray(answer) && (answer.length === 0 || typeof answer[0] === 'number');
+}
 
 export class EncoderThread {
   /** texts and chat prompts within QUICK_CHARS */
-  private readonly quick: ThreadCalls<EncodeCall, number[] | undefined>;
+  private readonly quick: ThreadCalls<EncodeCall, EncodeAnswer>;
   /** longer prompts */
-  private readonly long: ThreadCalls<EncodeCall, number[] | undefined>;
+  private readonly long: ThreadCalls<EncodeCall, EncodeAnswer>;
   private readonly grammars: ThreadCalls<readonly GrammarCheck[], true>;
 
   constructor(
@@ -114,7 +131,36 @@ export class EncoderThread {
   async encodeUpTo(text: string, max: number, options: EncodeOptions, tenant: string): Promise<number[] | undefined> {
     if (text.length <= INLINE_CHARS) return this.tokenizer.encodeUpTo(text, max, options);
     const thread = text.length <= QUICK_CHARS ? this.quick : this.long;
-    return thread.call({ kind: 'text', text, max, options }, tenant);
+    const ids = await thread.call({ kind: 'text', text, max, options }, tenant);
+    assert(ids === undefined || isIds(ids), "a text's ids");
+    return ids;
+  }
+
+  /**
+   * `tenant`'s ids as one text (tokenizer.decode), on a thread past INLINE_IDS: 131,072 ids held the event loop
+   * 130–200 ms (Llama 3's vocabulary).
+   */
+  async decode(ids: readonly number[], tenant: string): Promise<string> {
+    if (ids.length <= INLINE_IDS) return this.tokenizer.decode(ids);
+    const text = await this.idsThread(ids).call({ kind: 'decode', ids }, tenant);
+    assert(typeof text === 'string', 'a decoded text');
+    return text;
+  }
+
+  /**
+   * Each of `tenant`'s ids as its piece's text (text-stream.ts tokenPiece), on a thread past INLINE_IDS: 131,072 ids
+   * held the event loop 300–340 ms.
+   */
+  async pieceTexts(ids: readonly number[], tenant: string): Promise<string[]> {
+    if (ids.length <= INLINE_IDS) return finish(pieceTextSteps(this.tokenizer, ids));
+    const texts = await this.idsThread(ids).call({ kind: 'pieces', ids }, tenant);
+    assert(Array.isArray(texts) && texts.every((text) => typeof text === 'string'), "the ids' pieces");
+    return texts as string[];
+  }
+
+  /** the thread for a call on `ids`: the short prompts' within QUICK_IDS (~40 ms), else the long prompts' */
+  private idsThread(ids: readonly number[]): ThreadCalls<EncodeCall, EncodeAnswer> {
+    return ids.length <= QUICK_IDS ? this.quick : this.long;
   }
 
   /**
@@ -125,10 +171,13 @@ export class EncoderThread {
   async encodeChat(call: ChatCall, tenant: string): Promise<number[]> {
     if (textWithin([call.messages, call.tools], QUICK_CHARS)) {
       const ids = await this.quick.call({ kind: 'chat', renderedMax: QUICK_CHARS, ...call }, tenant);
-      if (ids !== undefined) return ids;
+      if (ids !== undefined) {
+        assert(isIds(ids), "a chat prompt's ids");
+        return ids;
+      }
     }
     const ids = await this.long.call({ kind: 'chat', ...call }, tenant);
-    assert(ids !== undefined, "a chat prompt's ids, or its 400");
+    assert(ids !== undefined && isIds(ids), "a chat prompt's ids, or its 400");
     return ids;
   }
 

@@ -89,6 +89,8 @@ export interface Tokenizer {
   encodeSteps(text: string, max: number, options?: EncodeOptions): Steps<number[] | undefined>;
   /** text as llama.cpp's llama_detokenize gives it (drops one leading space for SentencePiece, cleans spaces for some) */
   decode(ids: readonly number[], options?: DecodeOptions): string;
+  /** decode with a pause (`yield`) after every IDS_STEP ids, for a thread that takes turns (encoder-thread.ts) */
+  decodeSteps(ids: readonly number[], options?: DecodeOptions): Steps<string>;
   /** raw bytes of tokens, for streaming decoders that must not split a UTF-8 character */
   decodeBytes(ids: readonly number[]): Uint8Array;
   /** eos, eot, eom and tokens llama.cpp treats as end of generation by name (<|im_end|>, <|endoftext|>, </s> …) */
@@ -108,6 +110,8 @@ const UTF8_ENCODER = new TextEncoder();
 /** encodeSteps pauses after words of this many code points, and after each special token's search of a longer text */
 const WORDS_STEP_CHARS = 8192;
 const PARTITION_PAUSE_CHARS = 1 << 16;
+/** decodeSteps pauses after this many ids (~5–10 ms) */
+export const IDS_STEP = 8192;
 const UTF8_DECODER = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text, not a mark
 const SPM_SPACE = '\u2581';
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
@@ -256,14 +260,19 @@ class GgufTokenizer implements Tokenizer {
   }
 
   decode(ids: readonly number[], options: DecodeOptions = {}): string {
+    return finish(this.decodeSteps(ids, options));
+  }
+
+  *decodeSteps(ids: readonly number[], options: DecodeOptions = {}): Steps<string> {
     const renderSpecial = options.renderSpecial ?? false;
     const parts: Uint8Array[] = [];
-    ids.forEach((id, index) => {
-      let piece = this.piece(id, renderSpecial);
+    for (let index = 0; index < ids.length; index++) {
+      let piece = this.piece(ids[index]!, renderSpecial);
       // llama.cpp strips one leading space from the first token only (the one SentencePiece encoding added)
       if (index === 0 && this.addSpacePrefix && piece[0] === 0x20) piece = piece.subarray(1);
       parts.push(piece);
-    });
+      if (index % IDS_STEP === IDS_STEP - 1) yield;
+    }
     const bytes = Buffer.concat(parts);
     return UTF8_DECODER.decode(this.cleanSpaces ? cleanSpaces(bytes) : bytes);
   }

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { chatPromptTokens } from '../../src/gateway/prompt-length.js';
+import { tokenPiece } from '../../src/gateway/text-stream.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
 import { type ChatMessage, parseChatTemplate } from '../../src/model/chat-template.js';
 import { EncoderThread, QUICK_CHARS } from '../../src/model/encoder-thread.js';
@@ -76,6 +77,30 @@ test('the tokenizer thread: the same ids as inline, while the event loop keeps r
     assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms of tokenizing`);
     // short texts are encoded inline, the same way
     assert.deepEqual(await encode(thread, 'short', {}, 't'), model.tokenizer.encode('short', {}));
+  } finally {
+    await thread.close();
+  }
+});
+
+test('many ids are decoded, and their pieces written, on the tokenizer threads: the same as inline, the loop running', async () => {
+  // 131,072 ids of Llama 3's vocabulary held the event loop 130–200 ms in /detokenize and 300–340 ms for /tokenize's
+  // token_strs
+  const model = loadTestModel(SERVING_MODEL);
+  const thread = new EncoderThread(model.tokenizer, model.path, 60_000);
+  try {
+    for (const count of [100, 10_000, 200_000]) {
+      const ids = Array.from({ length: count }, (_, i) => (i * 7919) % model.tokenizer.vocabSize);
+      const decoded = await whileTicking(() => thread.decode(ids, 't'));
+      assert.equal(decoded.value, model.tokenizer.decode(ids));
+      const pieces = await whileTicking(() => thread.pieceTexts(ids, 't'));
+      assert.deepEqual(
+        pieces.value,
+        ids.map((id) => tokenPiece(model.tokenizer, id).text),
+      );
+      if (count > 100_000)
+        for (const { ticks, ms } of [decoded, pieces])
+          assert.ok(ticks >= ms / 10, `${ticks} ticks in ${ms.toFixed(0)} ms`);
+    }
   } finally {
     await thread.close();
   }
