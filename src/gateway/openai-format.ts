@@ -4,6 +4,7 @@
  */
 import type { FinishReason, GeneratedToken } from '../engine/request.js';
 import type { Tokenizer } from '../model/tokenizer.js';
+import { finish, type Steps } from '../util/steps.js';
 import type { ChatDelta, ChatMessageOut } from './chat-output.js';
 import { tokenPiece } from './text-stream.js';
 
@@ -51,7 +52,7 @@ export interface CompletionLogprobs {
   text_offset: number[];
 }
 
-/** Appends tokens to the legacy completions logprobs arrays; `offset` is the text length before the first one. */
+/** The legacy completions logprobs arrays of `tokens`. */
 export function completionLogprobs(
   tokenizer: Tokenizer,
   tokens: readonly GeneratedToken[],
@@ -59,15 +60,25 @@ export function completionLogprobs(
   offsets: readonly number[],
   withTop: boolean,
 ): CompletionLogprobs {
+  return finish(completionLogprobsSteps(tokenizer, tokens, offsets, withTop));
+}
+
+/** completionLogprobs with a pause after every 256 tokens, for a whole answer's (completion-run.ts) */
+export function* completionLogprobsSteps(
+  tokenizer: Tokenizer,
+  tokens: readonly GeneratedToken[],
+  offsets: readonly number[],
+  withTop: boolean,
+): Steps<CompletionLogprobs> {
   const out: CompletionLogprobs = {
     tokens: [],
     token_logprobs: [],
     top_logprobs: withTop ? [] : null,
     text_offset: [],
   };
-  tokens.forEach((token, i) => {
-    const text = tokenPiece(tokenizer, token.id).text;
-    out.tokens.push(text);
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
+    out.tokens.push(tokenPiece(tokenizer, token.id).text);
     out.token_logprobs.push(token.logprob);
     out.text_offset.push(offsets[i]!);
     if (out.top_logprobs !== null) {
@@ -79,7 +90,8 @@ export function completionLogprobs(
       }
       out.top_logprobs.push(top);
     }
-  });
+    if (i % 256 === 255) yield;
+  }
   return out;
 }
 

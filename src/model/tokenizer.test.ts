@@ -267,6 +267,33 @@ describe('encodeUpTo', () => {
   });
 });
 
+describe('encodeSteps', () => {
+  const tok = tokenizerFromGguf(vocab('gpt2', 'gpt-2', 600));
+  /** the steps' answer and how many pauses they made */
+  const run = (text: string, max: number) => {
+    const steps = tok.encodeSteps(text, max, { parseSpecial: true });
+    let pauses = 0;
+    let next = steps.next();
+    for (; !next.done; next = steps.next()) pauses++;
+    return { ids: next.value, pauses };
+  };
+
+  it("gives encodeUpTo's ids, pausing through many fragments and through a long word", () => {
+    // 100,000 fragments: a special token after every letter. Counted per fragment's words only, they never paused
+    const many = '<|im_start|>a'.repeat(50_000);
+    const fragments = run(many, Number.POSITIVE_INFINITY);
+    assert.deepEqual(fragments.ids, tok.encodeUpTo(many, Number.POSITIVE_INFINITY, { parseSpecial: true }));
+    assert.ok(fragments.pauses >= 100, `${fragments.pauses} pauses`);
+    const long = 'ab'.repeat(200_000);
+    const word = run(long, Number.POSITIVE_INFINITY);
+    assert.deepEqual(word.ids, tok.encode(long));
+    assert.ok(word.pauses >= 20, `${word.pauses} pauses`);
+    // past max in special tokens alone: refused as they are cut (a pause after the longest token's search, which
+    // finds none), before the rest of the searches and any word
+    assert.deepEqual(run(many, 1_000), { ids: undefined, pauses: 1 });
+  });
+});
+
 describe('tokenizerFromGguf errors', () => {
   it('rejects missing or inconsistent metadata with one clear line', () => {
     const noTokens = vocab('gpt2');

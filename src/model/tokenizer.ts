@@ -110,6 +110,8 @@ const UTF8_ENCODER = new TextEncoder();
 /** encodeSteps pauses after words of this many code points, and after each special token's search of a longer text */
 const WORDS_STEP_CHARS = 8192;
 const PARTITION_PAUSE_CHARS = 1 << 16;
+/** what a fragment costs encodeSteps beside its words, in code points of words (~0.5–1 µs) */
+const FRAGMENT_UNITS = 16;
 /** decodeSteps pauses after this many ids (~5–10 ms) */
 export const IDS_STEP = 8192;
 const UTF8_DECODER = new TextDecoder('utf-8', { ignoreBOM: true }); // a leading U+FEFF is text, not a mark
@@ -129,6 +131,8 @@ class GgufTokenizer implements Tokenizer {
   private readonly eogIds: ReadonlySet<number>;
   /** control, user-defined and unknown tokens, longest text first: the order llama.cpp cuts them out of text */
   private readonly specialIds: readonly number[];
+  /** of those, the ones cut out of text without parseSpecial: user-defined tokens (not control, not unknown) */
+  private readonly userDefinedIds: readonly number[];
   /** special tokens that swallow the whitespace after them when cut out of text (llama.cpp's RSTRIP attribute) */
   private readonly rstripIds: ReadonlySet<number>;
   /** each token's bytes as llama.cpp renders it with special = true: token id's at [offsets[id], offsets[id + 1]) */
@@ -172,6 +176,7 @@ class GgufTokenizer implements Tokenizer {
       .map((_, id) => id)
       .filter((id) => vocab.attrs[id] & specialMask)
       .sort((a, b) => vocab.texts[b].length - vocab.texts[a].length || a - b);
+    this.userDefinedIds = this.specialIds.filter((id) => !isControl(vocab.attrs[id]!));
     this.rstripIds = rstripIdsOf(meta, vocab, this.specialIds);
     const pieces: Uint8Array[] = [];
     this.pieceOffsets = new Uint32Array(count + 1);
@@ -217,9 +222,17 @@ class GgufTokenizer implements Tokenizer {
     // 262,144 CJK letters took 1.2 s to merge only to be refused (I11 review, Llama 3's vocabulary)
     const surelyPast = (chars: number) => output.length + Math.ceil(chars / this.longestTokenChars) > max;
     let previousWasSpecial = true; // SentencePiece prefixes a space to the first run and to runs after special tokens
-    const fragments = yield* this.partition(text, options.parseSpecial ?? false, options.literalRanges);
+    const literal = options.literalRanges ?? [];
+    const fragments = yield* this.partition(text, options.parseSpecial ?? false, literal, max - output.length);
+    if (fragments === undefined) return undefined;
+    let sincePause = 0; // work since the last pause, in code points of words (a fragment counts FRAGMENT_UNITS more)
     for (const fragment of fragments) {
       if (output.length > max) return undefined;
+      sincePause += FRAGMENT_UNITS;
+      if (sincePause >= WORDS_STEP_CHARS) {
+        sincePause = 0;
+        yield;
+      }
       if ('id' in fragment) {
         output.push(fragment.id);
         previousWasSpecial = true;
@@ -234,7 +247,6 @@ class GgufTokenizer implements Tokenizer {
         if (surelyPast(Buffer.byteLength(fragment.text))) return undefined;
         const points = new CodePoints(fragment.text);
         let start = 0;
-        let sincePause = 0; // code points of words since the last pause
         for (const end of wordEnds(points, this.pre)) {
           if (end === PAUSE) {
             yield;
@@ -316,46 +328,62 @@ class GgufTokenizer implements Tokenizer {
     return piece !== undefined && piece.length <= room ? piece : undefined;
   }
 
-  /** Cuts special tokens out of the text, longest token first, as llama.cpp's tokenizer_st_partition does. */
+  /**
+   * Cuts special tokens out of the text, longest token first, as llama.cpp's tokenizer_st_partition does, with a pause
+   * after each token's search through a long text; undefined once more than `max` are cut, each an id of the text's
+   * (1.5 million `<|eot_id|>a` made 3 million fragments in one pass, ~0.3 s).
+   */
   private *partition(
     text: string,
     parseSpecial: boolean,
-    literal: readonly (readonly [number, number])[] = [],
-  ): Steps<Fragment[]> {
-    let fragments: Fragment[] = text === '' ? [] : [{ text, at: 0 }];
-    for (const id of this.specialIds) {
-      const control = (this.vocab.attrs[id] & (ATTR_CONTROL | ATTR_UNKNOWN)) !== 0;
-      if (!parseSpecial && control) continue;
-      const special = this.vocab.texts[id];
-      const isLiteral = (start: number) =>
-        control && literal.some(([from, to]) => start < to && start + special.length > from);
-      const next: Fragment[] = [];
-      for (const fragment of fragments) {
-        if ('id' in fragment) {
-          next.push(fragment);
-          continue;
-        }
-        const { text: t, at: base } = fragment;
-        let from = 0;
-        for (let at = t.indexOf(special); at >= 0; at = t.indexOf(special, at + 1)) {
-          if (at < from || isLiteral(base + at)) continue;
-          if (at > from) next.push({ text: t.slice(from, at), at: base + from });
-          next.push({ id });
-          from = at + special.length;
-          if (this.rstripIds.has(id)) while (from < t.length && C_SPACES.has(t[from]!)) from++;
-        }
-        if (from < t.length) next.push({ text: t.slice(from), at: base + from });
-      }
-      fragments = next;
-      if (text.length > PARTITION_PAUSE_CHARS) yield; // each token is searched for through the whole text
+    literal: readonly (readonly [number, number])[],
+    max: number,
+  ): Steps<Fragment[] | undefined> {
+    let fragments: Fragment[] | undefined = text === '' ? [] : [{ text, at: 0 }];
+    const cut = { count: 0 };
+    for (const id of parseSpecial ? this.specialIds : this.userDefinedIds) {
+      fragments = this.cutSpecial(fragments, id, isControl(this.vocab.attrs[id]!), literal, cut, max);
+      if (fragments === undefined) return undefined;
+      if (text.length > PARTITION_PAUSE_CHARS) yield;
     }
     return fragments;
   }
 
+  /** partition's pass for special token `id`; undefined once `cut.count`, the tokens cut so far, passes `max`. */
+  private cutSpecial(
+    fragments: readonly Fragment[],
+    id: number,
+    control: boolean,
+    literal: readonly (readonly [number, number])[],
+    cut: { count: number },
+    max: number,
+  ): Fragment[] | undefined {
+    const special = this.vocab.texts[id];
+    const isLiteral = (start: number) =>
+      control && literal.some(([from, to]) => start < to && start + special.length > from);
+    const next: Fragment[] = [];
+    for (const fragment of fragments) {
+      if ('id' in fragment) {
+        next.push(fragment);
+        continue;
+      }
+      const { text: t, at: base } = fragment;
+      let from = 0;
+      for (let at = t.indexOf(special); at >= 0; at = t.indexOf(special, at + 1)) {
+        if (at < from || isLiteral(base + at)) continue;
+        if (at > from) next.push({ text: t.slice(from, at), at: base + from });
+        next.push({ id });
+        if (++cut.count > max) return undefined;
+        from = at + special.length;
+        if (this.rstripIds.has(id)) while (from < t.length && C_SPACES.has(t[from]!)) from++;
+      }
+      if (from < t.length) next.push({ text: t.slice(from), at: base + from });
+    }
+    return next;
+  }
+
   hasControlText(text: string): boolean {
-    return this.specialIds.some(
-      (id) => this.vocab.attrs[id] & (ATTR_CONTROL | ATTR_UNKNOWN) && text.includes(this.vocab.texts[id]),
-    );
+    return this.specialIds.some((id) => isControl(this.vocab.attrs[id]!) && text.includes(this.vocab.texts[id]));
   }
 
   /**
@@ -406,6 +434,11 @@ class GgufTokenizer implements Tokenizer {
     if (id === undefined) throw invalid(`vocabulary has no byte token <0x${hex}> to spell an unknown character`);
     return id;
   }
+}
+
+/** control and unknown tokens: cut out of text only with parseSpecial, and then never inside a literal range */
+function isControl(attr: number): boolean {
+  return (attr & (ATTR_CONTROL | ATTR_UNKNOWN)) !== 0;
 }
 
 /** C's isspace in the "C" locale, which llama.cpp's RSTRIP uses on the text's bytes. */

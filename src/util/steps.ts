@@ -11,3 +11,29 @@ export function finish<T>(steps: Steps<T>): T {
     if (next.done) return next.value;
   }
 }
+
+/**
+ * Runs `steps` to their end on the event loop, letting it turn to other work (other tenants' streams and requests)
+ * whenever `sliceMs` have passed since it last did: a large answer's formatting does not hold the loop in one go.
+ */
+export async function finishInTurns<T>(steps: Steps<T>, sliceMs: number): Promise<T> {
+  let since = performance.now();
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+    if (performance.now() - since >= sliceMs) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      since = performance.now();
+    }
+  }
+}
+
+/** `items` mapped through `f`, with a pause after every `every` items. */
+export function* mapSteps<T, U>(items: readonly T[], f: (item: T) => U, every = 256): Steps<U[]> {
+  const out: U[] = [];
+  for (let i = 0; i < items.length; i++) {
+    out.push(f(items[i]!));
+    if (i % every === every - 1) yield;
+  }
+  return out;
+}
