@@ -3,6 +3,7 @@
 // answer through that the tool's own parameters refuse (a fuzz against ajv found them).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { LIMITS } from '../util/limits.js';
 import { type ChatTool, parseToolRequest, toolCallsSchema, toolConstraint } from './tool-request.js';
 
 const tool = (parameters: Record<string, unknown>): ChatTool => ({ name: 'f', definition: {}, parameters });
@@ -44,4 +45,26 @@ test('a forced call’s arguments are an object: {} reads as any object, another
   for (const parameters of [{ type: ['object', 'null'] }, { anyOf: [{ type: 'string' }, { type: 'object' }] }])
     assert.throws(() => toolConstraint(request(parameters, 'required')), /must be an object schema/);
   assert.equal(toolConstraint(request({ type: 'string' }, 'auto')), undefined, 'auto constrains nothing');
+});
+
+test('all the tools together are bounded, in bytes of JSON and in objects and arrays, each within its own bound', () => {
+  // 128 tools of 9,000 empty objects each (3.5 MB) were taken: copied from the body thread to the event loop and on to
+  // the tokenizer thread, they held the loop 0.76 s (I11 hunt)
+  const named = (i: number, extra: unknown) => ({
+    type: 'function',
+    function: { name: `f${i}`, parameters: { type: 'object' } },
+    x: extra,
+  });
+  const refused = (tools: unknown[]) =>
+    assert.throws(
+      () => parseToolRequest({ tools }),
+      (e: { code?: string; param?: string; message?: string }) =>
+        e.code === 'invalid_request_error' && e.param === 'tools' && /objects and arrays/.test(e.message!),
+    );
+  const nodes = (n: number) => Array.from({ length: n }, () => ({}));
+  refused(Array.from({ length: 128 }, (_, i) => named(i, nodes(9_000))));
+  refused(Array.from({ length: 3 }, (_, i) => named(i, nodes(LIMITS.toolsNodesMax / 2))));
+  refused(Array.from({ length: 3 }, (_, i) => named(i, 'y'.repeat(LIMITS.schemaBytesMax - 200))));
+  const within = Array.from({ length: 128 }, (_, i) => named(i, nodes(LIMITS.toolsNodesMax / 128 - 8)));
+  assert.equal(parseToolRequest({ tools: within })?.tools.length, 128);
 });

@@ -51,14 +51,24 @@ export function parseToolRequest(body: Record<string, unknown>): ToolRequest | u
   }
   if (!Array.isArray(raw) || raw.length === 0 || raw.length > LIMITS.toolsMax)
     throw bad(`tools must be an array of 1 to ${LIMITS.toolsMax} tools`, 'tools');
-  const tools = raw.map((t: unknown, i) => parseTool(t, `tools[${i}]`));
+  const size = { bytes: 0, nodes: 0 };
+  const tools = raw.map((t: unknown, i) => {
+    const tool = parseTool(t, `tools[${i}]`, size);
+    if (size.bytes > LIMITS.toolsBytesMax || size.nodes > LIMITS.toolsNodesMax)
+      throw bad(
+        `tools hold more than ${LIMITS.toolsBytesMax} bytes of JSON or ${LIMITS.toolsNodesMax} objects and arrays`,
+        'tools',
+      );
+    return tool;
+  });
   const names = new Set(tools.map((t) => t.name));
   if (names.size !== tools.length) throw bad('tool names must be distinct', 'tools');
   const choice = parseToolChoice(choiceRaw, names);
   return { tools, choice, parallel };
 }
 
-function parseTool(value: unknown, param: string): ChatTool {
+/** One tool definition; its size is added to `size`, all the request's tools' so far. */
+function parseTool(value: unknown, param: string, size: { bytes: number; nodes: number }): ChatTool {
   if (!isObject(value) || value['type'] !== 'function' || !isObject(value['function']))
     throw bad(`${param} must be {"type": "function", "function": {...}}`, param);
   const fn = value['function'];
@@ -69,7 +79,9 @@ function parseTool(value: unknown, param: string): ChatTool {
   if (!isObject(parameters)) throw bad(`${param}.function.parameters must be a JSON Schema object`, param);
   // the definition goes to the chat template as it is: bounded like a schema, whatever the tool choice (a junk field
   // of 490k objects held the event loop 0.1-0.3 s coming back from the body thread)
-  checkSchemaSize(value, param);
+  const { bytes, nodes } = checkSchemaSize(value, param);
+  size.bytes += bytes;
+  size.nodes += nodes;
   return { name, definition: value, parameters };
 }
 

@@ -84,12 +84,17 @@ function keyOf(constraint: OutputConstraint, tenant: string): string {
   return `${tenant}\0${key}`;
 }
 
-/** A schema's nesting and its size as JSON, both bounded before anything is built from it */
-export function checkSchemaSize(schema: unknown, param: string): void {
-  checkJsonDepth(schema, param);
+/**
+ * A schema's nesting and its size as JSON, both bounded before anything is built from it; its size as JSON and in
+ * objects and arrays
+ */
+export function checkSchemaSize(schema: unknown, param: string): { bytes: number; nodes: number } {
+  const nodes = checkJsonDepth(schema, param);
   const text = JSON.stringify(schema);
-  if (text === undefined || Buffer.byteLength(text) > LIMITS.schemaBytesMax)
+  const bytes = text === undefined ? Number.POSITIVE_INFINITY : Buffer.byteLength(text);
+  if (bytes > LIMITS.schemaBytesMax)
     throw new KvfenceError('invalid_request_error', `${param}: at most ${LIMITS.schemaBytesMax} bytes of JSON`, param);
+  return { bytes, nodes };
 }
 
 /**
