@@ -80,6 +80,8 @@ export class CompletionRun {
   private echoText = '';
   /** its length as text_offset counts (charCount) */
   private echoChars = 0;
+  /** a completions stream with echo: its first events, written before the first token (echoEventSteps) */
+  private echoEvents = '';
   private promptTokenCount = 0;
   private firstTokenSeen = false;
   /** set once the stream's headers are out */
@@ -178,6 +180,15 @@ export class CompletionRun {
       this.echoText =
         parsed.prompt.kind === 'text' ? parsed.prompt.text : await ctx.model.encoder.decode(prompt, this.tenant);
       this.echoChars = charCount(this.echoText);
+      if (parsed.n > 1 && parsed.n * this.echoText.length > LIMITS.echoCharsMax)
+        throw new KvfenceError(
+          'invalid_request_error',
+          `echo with n = ${parsed.n} repeats a prompt of ${this.echoText.length} characters in each answer: at most ` +
+            `${LIMITS.echoCharsMax} characters in all`,
+          'echo',
+        );
+      // a stream's first chunks, one a choice, each carrying the whole prompt: written in turns now, sent at once
+      if (parsed.stream) this.echoEvents = await finishInTurns(this.echoEventSteps(), ANSWER_SLICE_MS);
     }
     const greedy = parsed.temperature === 0;
     const o = parsed.sampling;
@@ -431,11 +442,24 @@ export class CompletionRun {
     for (const { index } of this.choices) {
       if (this.parsed.endpoint === 'chat')
         this.sse(format.chatChunk(this.head, index, { role: 'assistant', content: '' }, null, null));
-      else if (this.echoText !== '')
-        this.sse(
-          format.textCompletion(this.head, [{ text: this.echoText, finish: null, logprobs: null }], undefined, index),
-        );
     }
+    // one write, so that the stream's allowance for its first chunk covers every choice's echo (stream-writer.ts)
+    if (this.echoEvents !== '') this.writer.write(this.echoEvents);
+  }
+
+  /** A completions stream's first events when it echoes its prompt: one a choice, each carrying the prompt. */
+  private *echoEventSteps(): Steps<string> {
+    let events = '';
+    for (const { index } of this.choices) {
+      const chunk = format.textCompletion(
+        this.head,
+        [{ text: this.echoText, finish: null, logprobs: null }],
+        undefined,
+        index,
+      );
+      events += `data: ${yield* jsonSteps(chunk)}\n\n`;
+    }
+    return events;
   }
 
   private sse(data: object): void {

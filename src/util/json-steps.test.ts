@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { jsonSteps } from './json-steps.js';
 import { finish, finishInTurns, mapSteps } from './steps.js';
 
-test("jsonSteps writes JSON.stringify's text, pausing through long arrays", () => {
+test("jsonSteps writes JSON.stringify's text, pausing through long arrays and long strings", () => {
   // answers' data: objects (some without a prototype, some properties undefined), arrays short and long, strings
   // that need escapes, numbers that are not finite
   const leaf = fc.oneof(fc.string(), fc.double(), fc.boolean(), fc.constant(null), fc.constant(undefined));
@@ -22,14 +22,25 @@ test("jsonSteps writes JSON.stringify's text, pausing through long arrays", () =
     }),
     { numRuns: 300 },
   );
+  // a long array of logprobs, and choices echoing a long text whose slices fall inside surrogate pairs
   const logprobs = Array.from({ length: 2000 }, (_, i) => ({ token: `t${i}`, logprob: -i / 7, bytes: [116] }));
-  const answer = { choices: [{ index: 0, logprobs: { content: logprobs, refusal: null } }], usage: undefined };
+  const text = (shift: number) => `${'a'.repeat(shift)}${'😀\n"\\'.repeat(300_000)}\ud800`;
+  const answer = {
+    choices: [
+      { index: 0, logprobs: { content: logprobs, refusal: null } },
+      { index: 1, text: text(0) },
+      { index: 2, text: text(1) },
+    ],
+    usage: undefined,
+  };
+  const expected = JSON.stringify(answer);
   const steps = jsonSteps(answer);
   let pauses = 0;
   let next = steps.next();
   for (; !next.done; next = steps.next()) pauses++;
-  assert.equal(next.value, JSON.stringify(answer));
-  assert.ok(pauses >= 7, `${pauses} pauses for 2,000 items`);
+  assert.equal(next.value, expected);
+  // a pause at least every 65,536 characters of source text (escapes can make a slice's JSON up to 6 times longer)
+  assert.ok(pauses >= expected.length / (6 * 65_536), `${pauses} pauses for ${expected.length} characters`);
 });
 
 test('finishInTurns gives the event loop back between slices; mapSteps pauses every so many items', async () => {

@@ -60,6 +60,11 @@ export const LIMITS = {
   topLogprobsMax: 20,
   /** `n`: answers to one request (each a running sequence; all of them fit one full-context request's KV pages) */
   choicesMax: 64,
+  /**
+   * echo repeats the prompt in each of the n answers: the characters echoed in all of them, when n > 1 (32 echoes of a
+   * prompt of a million characters made a 34 MB answer)
+   */
+  echoCharsMax: 16 * 1024 * 1024,
   completionLogprobsMax: 5,
   // sampling options and structured outputs (src/engine sampler, src/structured)
   logitBiasEntriesMax: 300,

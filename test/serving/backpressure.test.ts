@@ -15,7 +15,17 @@ import { ENGINE_PARTS } from '../../src/engine/engine-parts.js';
 import { CompletionRun } from '../../src/gateway/completion-run.js';
 import type { StreamBounds } from '../../src/gateway/stream-writer.js';
 import type { RunningServer } from '../../src/launch/colocated-server.js';
-import { assertPoolWhole, keyFor, MODEL_ID, post, startTestServer, waitFor, writeKeyFile } from './serve-helpers.js';
+import { loadTestModel } from '../helpers/models.js';
+import {
+  assertPoolWhole,
+  keyFor,
+  MODEL_ID,
+  post,
+  SERVING_MODEL,
+  startTestServer,
+  waitFor,
+  writeKeyFile,
+} from './serve-helpers.js';
 
 const BOUNDS: StreamBounds = { bufferedBytesMax: 32 * 1024, drainTimeoutMs: 300 };
 
@@ -39,11 +49,11 @@ class Client extends Duplex {
     this.peakHeld = Math.max(this.peakHeld, this.writableLength);
   }, 1);
 
-  constructor(body: object, tenant: string) {
+  constructor(body: object, tenant: string, path = '/v1/chat/completions') {
     super({ writableHighWaterMark: 1024 });
     const json = JSON.stringify(body);
     this.push(
-      `POST /v1/chat/completions HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n` +
+      `POST ${path} HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\n` +
         `authorization: Bearer ${keyFor(tenant)}\r\ncontent-length: ${Buffer.byteLength(json)}\r\n\r\n${json}`,
     );
   }
@@ -171,6 +181,55 @@ describe('streams whose clients stop reading', { timeout: 60_000 }, () => {
     assert.deepEqual(await outcomes(server, 'slow'), { completed: 1 });
     await waitFor(() => server.worker.stats().running === 0, 'the worker to finish');
     assertPoolWhole(server);
+    client.destroy();
+  });
+});
+
+const ECHO_BOUNDS: StreamBounds = { bufferedBytesMax: 4 * 1024, drainTimeoutMs: 300 };
+
+class TighterStreams extends CompletionRun {
+  protected override streamBounds(): StreamBounds {
+    return ECHO_BOUNDS;
+  }
+}
+
+describe('a stream whose first chunks echo its prompt', { timeout: 60_000 }, () => {
+  let server: RunningServer;
+  before(async () => {
+    server = await startTestServer(
+      { apiKeysPath: writeKeyFile(['echo']), kvPages: 256 },
+      { ...ENGINE_PARTS, completionRun: TighterStreams },
+    );
+  });
+  after(async () => {
+    await server.close();
+  });
+
+  const connect = (client: Client) => server.gateway.app.server.emit('connection', client);
+
+  it('is not cut for them when they are over the bound: the echoes of every choice are its first chunk', async () => {
+    // one write per choice's echo passed the bound after a few, unread for a moment: the stream was cut (I11 hunt)
+    const n = 8;
+    // the prompt as ids of the vocabulary's longest token (8 characters): 800 characters, n times over the bound, in a
+    // request that fits the 256-token context
+    const { tokenizer } = loadTestModel(SERVING_MODEL);
+    const ids = Array.from({ length: tokenizer.vocabSize }, (_, id) => id);
+    const longest = ids.reduce((a, b) => (tokenizer.decode([b]).length > tokenizer.decode([a]).length ? b : a));
+    const prompt = Array.from({ length: 100 }, () => longest);
+    assert.ok(n * tokenizer.decode(prompt).length > ECHO_BOUNDS.bufferedBytesMax, 'the echoes are more than the bound');
+    const body = { model: MODEL_ID, prompt, echo: true, n, max_tokens: 2, stream: true };
+    const client = new Client(body, 'echo', '/v1/completions');
+    const reader = setInterval(() => client.readNow(), 10);
+    connect(client);
+    try {
+      await waitFor(() => client.received.includes('data: [DONE]'), 'the echoing stream to finish', 20_000);
+    } finally {
+      clearInterval(reader);
+    }
+    const echo = JSON.stringify(tokenizer.decode(prompt));
+    const echoes = client.received.split('\n\n').filter((e) => e.includes(echo));
+    assert.equal(echoes.length, n);
+    assert.deepEqual(await outcomes(server, 'echo'), { completed: 1 });
     client.destroy();
   });
 });
