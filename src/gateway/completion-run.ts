@@ -69,6 +69,8 @@ interface Finished {
 
 /** A non-streamed answer's formatting gives the event loop back after this long (steps.ts finishInTurns) */
 const ANSWER_SLICE_MS = 5;
+/** tokens of logprobs formatted between pauses: each has up to 21 pieces (~2 µs each) */
+const TOKENS_STEP = 32;
 
 export class CompletionRun {
   private readonly id: string;
@@ -359,7 +361,7 @@ export class CompletionRun {
     if (this.parsed.endpoint === 'chat') {
       const choices: format.ChatChoice[] = [];
       for (const { out, finish, answer } of finished) {
-        const lp = logprobs ? yield* mapSteps(out.tokens, (t) => format.chatLogprob(tokenizer, t)) : null;
+        const lp = logprobs ? yield* mapSteps(out.tokens, (t) => format.chatLogprob(tokenizer, t), TOKENS_STEP) : null;
         choices.push({ message: answer!.message, finish, logprobs: lp });
       }
       return yield* jsonSteps(format.chatCompletion(this.head, choices, usage));
