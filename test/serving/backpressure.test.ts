@@ -29,10 +29,30 @@ import {
 
 const BOUNDS: StreamBounds = { bufferedBytesMax: 32 * 1024, drainTimeoutMs: 300 };
 
-class TightStreams extends CompletionRun {
-  protected override streamBounds(): StreamBounds {
-    return BOUNDS;
+/**
+ * A colocated server for a describe's tests whose streams have `bounds`, open for them (before/after), and a way to
+ * hand it a client connection.
+ */
+function boundedServer(tenants: string[], bounds: StreamBounds) {
+  class BoundedStreams extends CompletionRun {
+    protected override streamBounds(): StreamBounds {
+      return bounds;
+    }
   }
+  const held: { server?: RunningServer } = {};
+  before(async () => {
+    held.server = await startTestServer(
+      { apiKeysPath: writeKeyFile(tenants), kvPages: 256 },
+      { ...ENGINE_PARTS, completionRun: BoundedStreams },
+    );
+  });
+  after(async () => {
+    await held.server?.close();
+  });
+  return {
+    server: () => held.server!,
+    connect: (client: Client) => held.server!.gateway.app.server.emit('connection', client),
+  };
 }
 
 /**
@@ -110,20 +130,11 @@ async function generatedTokens(server: RunningServer): Promise<number> {
 }
 
 describe('streams whose clients stop reading', { timeout: 60_000 }, () => {
-  let server: RunningServer;
-  before(async () => {
-    server = await startTestServer(
-      { apiKeysPath: writeKeyFile(['stalled', 'slow', 'other']), kvPages: 256 },
-      { ...ENGINE_PARTS, completionRun: TightStreams },
-    );
-  });
-  after(async () => {
-    await server.close();
-  });
-
-  const connect = (client: Client) => server.gateway.app.server.emit('connection', client);
+  const served = boundedServer(['stalled', 'slow', 'other'], BOUNDS);
+  const connect = served.connect;
 
   it('are cancelled within the deadline with their buffers bounded, while another tenant is served', async () => {
+    const server = served.server();
     const tokensBefore = await generatedTokens(server);
     const started = performance.now();
     const clients = Array.from({ length: UNREAD }, () => new Client(streamBody(true), 'stalled'));
@@ -157,6 +168,7 @@ describe('streams whose clients stop reading', { timeout: 60_000 }, () => {
   });
 
   it('leave a slow reader that drains within the deadline alone', async () => {
+    const server = served.server();
     const client = new Client(streamBody(false), 'slow');
     // reads every 10 ms: each pause leaves the server over the client's high-water mark (4–8 KB held), well within both
     // bounds (every 50 ms held ~31.8 KB against the 32 KiB bound once the forward pass got faster: cut now and then)
@@ -187,27 +199,12 @@ describe('streams whose clients stop reading', { timeout: 60_000 }, () => {
 
 const ECHO_BOUNDS: StreamBounds = { bufferedBytesMax: 4 * 1024, drainTimeoutMs: 300 };
 
-class TighterStreams extends CompletionRun {
-  protected override streamBounds(): StreamBounds {
-    return ECHO_BOUNDS;
-  }
-}
-
 describe('a stream whose first chunks echo its prompt', { timeout: 60_000 }, () => {
-  let server: RunningServer;
-  before(async () => {
-    server = await startTestServer(
-      { apiKeysPath: writeKeyFile(['echo']), kvPages: 256 },
-      { ...ENGINE_PARTS, completionRun: TighterStreams },
-    );
-  });
-  after(async () => {
-    await server.close();
-  });
-
-  const connect = (client: Client) => server.gateway.app.server.emit('connection', client);
+  const served = boundedServer(['echo'], ECHO_BOUNDS);
+  const connect = served.connect;
 
   it('is not cut for them when they are over the bound: the echoes of every choice are its first chunk', async () => {
+    const server = served.server();
     // one write per choice's echo passed the bound after a few, unread for a moment: the stream was cut (I11 hunt)
     const n = 8;
     // the prompt as ids of the vocabulary's longest token (8 characters): 800 characters, n times over the bound, in a
