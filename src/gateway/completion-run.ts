@@ -69,8 +69,6 @@ interface Finished {
 
 /** A non-streamed answer's formatting gives the event loop back after this long (steps.ts finishInTurns) */
 const ANSWER_SLICE_MS = 5;
-/** tokens of logprobs formatted between pauses: each has up to 21 pieces (~2 µs each) */
-const TOKENS_STEP = 32;
 
 export class CompletionRun {
   private readonly id: string;
@@ -349,19 +347,20 @@ export class CompletionRun {
     }
     // an answer's logprobs and its JSON are written in turns with other work: 2,000 tokens with 20 alternatives each
     // held the event loop ~60–90 ms for the logprobs and ~50–120 ms more for the JSON (~5 MB)
-    const json = await finishInTurns(this.answerJson(finished), ANSWER_SLICE_MS);
+    const json = await finishInTurns(this.answerJson(finished, usage), ANSWER_SLICE_MS);
     this.reply.code(200).type('application/json; charset=utf-8').send(json);
   }
 
   /** A non-streamed answer's JSON, in steps. */
-  private *answerJson(finished: readonly Finished[]): Steps<string> {
+  private *answerJson(finished: readonly Finished[], usage: format.Usage): Steps<string> {
     const { logprobs, topLogprobs } = this.parsed;
     const { tokenizer } = this.ctx.model;
-    const usage = format.usageOf(this.promptTokenCount, this.completionTokens());
     if (this.parsed.endpoint === 'chat') {
       const choices: format.ChatChoice[] = [];
       for (const { out, finish, answer } of finished) {
-        const lp = logprobs ? yield* mapSteps(out.tokens, (t) => format.chatLogprob(tokenizer, t), TOKENS_STEP) : null;
+        const lp = logprobs
+          ? yield* mapSteps(out.tokens, (t) => format.chatLogprob(tokenizer, t), format.LOGPROB_TOKENS_STEP)
+          : null;
         choices.push({ message: answer!.message, finish, logprobs: lp });
       }
       return yield* jsonSteps(format.chatCompletion(this.head, choices, usage));

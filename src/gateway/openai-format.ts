@@ -63,7 +63,13 @@ export function completionLogprobs(
   return finish(completionLogprobsSteps(tokenizer, tokens, offsets, withTop));
 }
 
-/** completionLogprobs with a pause after every 32 tokens, for a whole answer's (completion-run.ts) */
+/**
+ * Tokens of logprobs written between pauses in a whole answer's (completion-run.ts): each has up to 21 pieces
+ * (~2 µs each)
+ */
+export const LOGPROB_TOKENS_STEP = 32;
+
+/** completionLogprobs with a pause after every LOGPROB_TOKENS_STEP tokens, for a whole answer's */
 export function* completionLogprobsSteps(
   tokenizer: Tokenizer,
   tokens: readonly GeneratedToken[],
@@ -90,7 +96,7 @@ export function* completionLogprobsSteps(
       }
       out.top_logprobs.push(top);
     }
-    if (i % 32 === 31) yield; // each token up to 21 pieces, ~2 µs each
+    if (i % LOGPROB_TOKENS_STEP === LOGPROB_TOKENS_STEP - 1) yield;
   }
   return out;
 }

@@ -4,7 +4,7 @@
  * appears, the text before it is released and the stop sequence itself is not (OpenAI's behaviour).
  */
 import { IDS_STEP, type Tokenizer } from '../model/tokenizer.js';
-import type { Steps } from '../util/steps.js';
+import { mapSteps, type Steps } from '../util/steps.js';
 
 export interface TextStep {
   /** text released by this token (possibly empty) */
@@ -101,13 +101,8 @@ export function tokenPiece(tokenizer: Tokenizer, id: number): { text: string; by
 }
 
 /** Each id's piece as text (tokenPiece's), with a pause (`yield`) after every IDS_STEP, for a thread taking turns. */
-export function* pieceTextSteps(tokenizer: Tokenizer, ids: readonly number[]): Steps<string[]> {
-  const texts: string[] = [];
-  for (let i = 0; i < ids.length; i++) {
-    texts.push(PIECE_DECODER.decode(tokenizer.decodeBytes([ids[i]!])));
-    if (i % IDS_STEP === IDS_STEP - 1) yield;
-  }
-  return texts;
+export function pieceTextSteps(tokenizer: Tokenizer, ids: readonly number[]): Steps<string[]> {
+  return mapSteps(ids, (id) => PIECE_DECODER.decode(tokenizer.decodeBytes([id])), IDS_STEP);
 }
 
 /**

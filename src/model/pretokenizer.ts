@@ -466,13 +466,11 @@ export function byteOfChar(ch: string): number | undefined {
   return CHAR_TO_BYTE.get(ch);
 }
 
-const UTF8 = new TextEncoder();
-
-/** A word's UTF-8 bytes written as byte-level characters (one JS char per byte). */
+/** A word's UTF-8 bytes written as byte-level characters (one JS char per byte), as CodePoints.byteLevelOf writes them. */
 export function byteLevelEncode(word: string): string {
-  let out = '';
-  for (const b of UTF8.encode(word)) out += BYTE_TO_CHAR[b];
-  return out;
+  const points = new CodePoints(word);
+  points.read(word.length);
+  return points.byteLevelOf(0, points.count);
 }
 
 /**

@@ -225,14 +225,18 @@ class GgufTokenizer implements Tokenizer {
     const literal = options.literalRanges ?? [];
     const fragments = yield* this.partition(text, options.parseSpecial ?? false, literal, max - output.length);
     if (fragments === undefined) return undefined;
-    let sincePause = 0; // work since the last pause, in code points of words (a fragment counts FRAGMENT_UNITS more)
+    // work since the last pause, in code points of words (a fragment counts FRAGMENT_UNITS more): `units` more of it,
+    // and whether a pause is due
+    let sincePause = 0;
+    const pauseDue = (units: number): boolean => {
+      sincePause += units;
+      if (sincePause < WORDS_STEP_CHARS) return false;
+      sincePause = 0;
+      return true;
+    };
     for (const fragment of fragments) {
       if (output.length > max) return undefined;
-      sincePause += FRAGMENT_UNITS;
-      if (sincePause >= WORDS_STEP_CHARS) {
-        sincePause = 0;
-        yield;
-      }
+      if (pauseDue(FRAGMENT_UNITS)) yield;
       if ('id' in fragment) {
         output.push(fragment.id);
         previousWasSpecial = true;
@@ -255,15 +259,12 @@ class GgufTokenizer implements Tokenizer {
           const long = end - start > WORDS_STEP_CHARS;
           if (long) yield; // after its cut (~60 ms for 16 million spaces)
           const word = long ? yield* points.byteLevelSteps(start, end) : points.byteLevelOf(start, end);
-          sincePause += end - start;
+          const chars = end - start;
           start = end;
           if (surelyPast(word.length)) return undefined;
           yield* this.encodeBpeWord(word, output, max);
           if (output.length > max) return undefined;
-          if (sincePause >= WORDS_STEP_CHARS) {
-            sincePause = 0;
-            yield;
-          }
+          if (pauseDue(chars)) yield;
         }
       }
     }

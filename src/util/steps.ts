@@ -19,13 +19,14 @@ export function finish<T>(steps: Steps<T>): T {
  * answers' did: 60–90 ms).
  */
 export async function finishInTurns<T>(steps: Steps<T>, sliceMs: number): Promise<T> {
-  await new Promise<void>((resolve) => setImmediate(resolve));
+  const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+  await turn();
   let since = performance.now();
   for (;;) {
     const next = steps.next();
     if (next.done) return next.value;
     if (performance.now() - since >= sliceMs) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await turn();
       since = performance.now();
     }
   }

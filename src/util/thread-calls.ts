@@ -173,7 +173,6 @@ export class ThreadCalls<Request, Answer> {
     }, this.timeoutMs).unref();
   }
 
-  /** Posts the next call in turn when the thread is free; one it cannot post (not cloneable) is refused. */
   /**
    * Posts the next calls in turn while the thread has room, a shared thread's of callers with none on it; one it
    * cannot post (not cloneable) is refused.
