@@ -25,9 +25,16 @@ test('a batch of 4 different sequences gives bit-identical logits to each run al
     assert.ok(out.ok);
     assert.deepEqual(out.logits, alone[i], `sequence ${i}`);
   });
+  // the run's attention work: every row's keys over every layer (a row at position p reads p + 1)
+  const rowKeys = (p: number) => model.config.layerCount * (p + 1);
+  const keysFrom = (start: number, n: number) => Array.from({ length: n }, (_, t) => rowKeys(start + t));
+  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+  assert.equal(forward.lastAttention.keys, sum(prompts.flatMap((p) => keysFrom(0, p.length))));
+  assert.ok(forward.lastAttention.ms > 0);
   // decode steps of all four together, with sequences at different positions, match decoding each alone
   const next = [1, 2, 3, 4];
   const stepTogether = forward.run(tables.map((table, i) => ({ table, tokens: [next[i]!], logits: 'last' as const })));
+  assert.equal(forward.lastAttention.keys, sum(prompts.map((p) => rowKeys(p.length))));
   tables.forEach((t) => {
     forward.pool.releaseAll(t);
   });

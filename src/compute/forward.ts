@@ -11,6 +11,7 @@ import type { ModelConfig } from '../model/model-config.js';
 import type { ModelWeights, WeightMatrix } from '../model/weights.js';
 import { assert } from '../util/assert.js';
 import { KvfenceError } from '../util/errors.js';
+import { type KeyCount, keyCounter } from './attended-keys.js';
 import type { AttentionRows, Backend, KvRows, RopeScaling } from './backend.js';
 import { ForwardScratch } from './forward-scratch.js';
 
@@ -27,6 +28,12 @@ export interface ForwardInput {
   logits: 'last' | 'all' | 'none';
 }
 
+/** The attention part of a run: its time and the cached keys it read (attended-keys.ts). */
+export interface AttentionWork {
+  ms: number;
+  keys: number;
+}
+
 export type ForwardOutput =
   | { ok: true; logits: Float32Array /* (rows wanted, vocabSize) */ }
   | { ok: false; error: KvfenceError };
@@ -37,6 +44,10 @@ export class ForwardPass {
   private readonly slidingRopeScaling: RopeScaling | undefined;
   /** activation buffers reused by every call (one call at a time: run is synchronous) */
   private readonly scratch = new ForwardScratch();
+  /** keys read by n new tokens from a position, over all layers */
+  readonly keysOf: KeyCount;
+  /** the last run's attention: what a prompt's position adds to its cost (prefill-pace.ts learns it from this) */
+  lastAttention: AttentionWork = { ms: 0, keys: 0 };
 
   constructor(
     readonly model: ForwardModel,
@@ -56,13 +67,20 @@ export class ForwardPass {
     this.ropeScaling = scaling(c.ropeFreqScale);
     // llama.cpp rotates sliding-window layers unscaled (rope_freq_scale_train_swa = 1)
     this.slidingRopeScaling = scaling(1);
+    this.keysOf = keyCounter(c);
   }
 
   run(inputs: readonly ForwardInput[]): ForwardOutput[] {
+    this.lastAttention = { ms: 0, keys: 0 };
     const outputs: (ForwardOutput | undefined)[] = inputs.map((input) => this.admit(input));
     const live = inputs.map((_, i) => i).filter((i) => outputs[i] === undefined);
     if (live.length > 0) {
-      const logits = this.runBatch(live.map((i) => inputs[i]!));
+      const batch = live.map((i) => inputs[i]!);
+      const logits = this.runBatch(batch);
+      this.lastAttention.keys = batch.reduce(
+        (n, { table, tokens }) => n + this.keysOf(table.writtenTokens - tokens.length, tokens.length),
+        0,
+      );
       live.forEach((i, j) => {
         outputs[i] = { ok: true, logits: logits[j]! };
       });
@@ -172,7 +190,9 @@ export class ForwardPass {
       if (Math.abs(qScale - 1) > 1e-9) scaleInPlace(q, qScale);
       backend.storeKv(k, v, kvRows, l, layout, pool.arena);
       const shape = { layer: l, headCount: c.headCount, kvHeadCount: c.kvHeadCount, headDim: c.headDim, layout };
+      const attentionStart = performance.now();
       backend.attention(att, q, sliding ? slidingRows : rows, shape, pool.arena);
+      this.lastAttention.ms += performance.now() - attentionStart;
       this.addResidual(x, att, rowCount, L.wo, L.postAttnNorm, xb);
       // feed-forward block
       backend.rmsNorm(xb, x, rowCount, L.ffnNorm, c.normEps);

@@ -107,7 +107,7 @@ export class Engine {
     this.prefixCache = options.prefixCache;
     this.sampling = samplingEnv(config.vocabSize, config.isStopToken, config.grammars);
     this.scratch = new SamplingScratch(config.vocabSize);
-    this.pace = paceOf(config);
+    this.pace = paceOf(config, forward.keysOf);
     // I1 again where the pages are: the largest accepted request fits the pool.
     assert(
       pagesForTokens(this.pool.layout, config.provenContext) <= this.pool.pageCount,
@@ -303,7 +303,8 @@ export class Engine {
     if (this.pace === undefined) return;
     const prompts = planned.filter((p) => p.seq.state === 'prefilling');
     const promptTokens = prompts.reduce((n, p) => n + p.input.tokens.length, 0);
-    this.pace.record(promptTokens, prompts.length < planned.length, ms); // the rest are decoders
+    const decoded = prompts.length < planned.length; // the rest are decoders
+    this.pace.record({ promptTokens, decoded, ms, attention: this.forward.lastAttention });
   }
 
   /** Fails every request (shutdown); each gets its end event and its pages back. */

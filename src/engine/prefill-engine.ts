@@ -25,7 +25,7 @@ import { grantPages, type PageGrant, poolRoom, releaseGrant } from './page-grant
 import { type PrefillPace, paceOf } from './prefill-pace.js';
 import type { GeneratedToken, GenerationRequest, IsolationIncident } from './request.js';
 import { SamplingScratch } from './sampler.js';
-import { promptChunks } from './scheduler.js';
+import { promptChunks, TOKEN_COST } from './scheduler.js';
 import { type SamplingEnv, SequenceSampler, samplingEnv } from './sequence-sampler.js';
 import { describeToken } from './token-logprobs.js';
 
@@ -72,7 +72,7 @@ export class PrefillEngine {
     this.sampling = samplingEnv(config.vocabSize, config.isStopToken, config.grammars);
     this.scratch = new SamplingScratch(config.vocabSize);
     assert(config.runningMax >= 1 && config.stepTokenBudget >= 1 && config.prefillChunkTokens >= 1, 'bounds');
-    this.pace = paceOf(config);
+    this.pace = paceOf(config, forward.keysOf);
   }
 
   get hasWork(): boolean {
@@ -144,7 +144,8 @@ export class PrefillEngine {
       const started = performance.now();
       outputs = this.forward.run(planned.map((p) => p.input));
       const promptTokens = planned.reduce((n, p) => n + p.input.tokens.length, 0);
-      this.pace?.record(promptTokens, false, performance.now() - started);
+      const ms = performance.now() - started;
+      this.pace?.record({ promptTokens, decoded: false, ms, attention: this.forward.lastAttention });
     } catch (error) {
       const message = errorMessage(error);
       for (const { seq } of planned)
@@ -180,10 +181,11 @@ export class PrefillEngine {
     }
   }
 
-  /** Prompt chunks under the step budget (or the pace's), shared equally among tenants as in scheduler.ts. */
+  /** Prompt chunks under the step budget and the pace's, shared equally among tenants as in scheduler.ts. */
   private plan(): { seq: PrefillSequence; input: ForwardInput }[] {
-    const budget = Math.min(this.config.stepTokenBudget, this.pace?.promptTokens(false) ?? Number.POSITIVE_INFINITY);
-    return promptChunks(this.running, this.config.prefillChunkTokens, budget, (seq) => ({
+    const { prefillChunkTokens, stepTokenBudget } = this.config;
+    const cost = this.pace?.promptCost(false) ?? TOKEN_COST;
+    return promptChunks(this.running, prefillChunkTokens, stepTokenBudget, cost, (seq) => ({
       tenant: seq.tenant,
       table: seq.grant!.table,
       tokens: seq.request.promptTokens,

@@ -1,18 +1,26 @@
 /**
- * How many prompt tokens a step may take, so that they take about `targetMs` of it (I11). Beside decoders a step is
- * every decoder's inter-token time: other tenants' long prompts add at most about `targetMs` to it, however long they
- * are. Prompts alone may take ALONE_FACTOR × `targetMs` (no token is waiting then, but the step still holds the thread
- * that reads new requests and writes streams). Learned from the steps the engine ran: a step costs about
- * `decodeMs + promptTokens × msPerToken`, where `decodeMs` comes from steps that only decode and `msPerToken` from steps
- * with prompt tokens. A fixed chunk cannot do this: 512 prompt tokens take ~0.7 s on a 135M model on two cores and
- * ~30 s on a 7B one.
+ * What a step's prompt tokens may cost, so that they take about `targetMs` of it (I11), and what each prompt's next
+ * tokens cost. Beside decoders a step is every decoder's inter-token time: other tenants' long prompts add at most about
+ * `targetMs` to it, however long they are. Prompts alone may take ALONE_FACTOR × `targetMs` (no token is waiting then,
+ * but the step still holds the thread that reads new requests and writes streams).
+ *
+ * Learned from the steps the engine ran: a step costs about `decodeMs + promptTokens × msPerToken + keys × msPerKey`.
+ * `keys` are what attention read (attended-keys.ts); the forward pass times attention apart from the rest, so
+ * `msPerKey` is measured, not fitted. `decodeMs` comes from steps that only decode, `msPerToken` from steps with prompt
+ * tokens. A token's keys grow with its position: 117,000 tokens into a prompt a token cost ~8× what it cost at its
+ * start (two cores), so a step shared by token count gave a long prompt's tenant most of the step's time and a short
+ * prompt beside it ~15 tokens a step. Priced by time, each tenant gets an equal share of the step's time (scheduler.ts).
+ * A fixed chunk cannot do this either: 512 prompt tokens take ~0.7 s on a 135M model on two cores and ~30 s on a 7B one.
  */
 
+import type { KeyCount } from '../compute/attended-keys.js';
+import type { AttentionWork } from '../compute/forward.js';
 import type { EngineConfig } from './engine-config.js';
-import type { StepPace } from './scheduler.js';
+import { type PromptCost, type StepPace, TOKEN_COST } from './scheduler.js';
 
-/** The chunk before anything was measured, and the smallest one (a page): tiny chunks waste the matmul's weight reads */
+/** The prompt tokens of a step beside decoders before anything was measured */
 const FIRST_TOKENS = 64;
+/** The step's budget buys at least a page of tokens at a prompt's start: tiny chunks waste the matmuls' weight reads */
 const MIN_TOKENS = 16;
 /** A step of prompts alone may last this many times the target: larger chunks read the weights fewer times */
 export const ALONE_FACTOR = 4;
@@ -23,42 +31,60 @@ const NEWEST = 0.2;
 /** A floor on the cost of a prompt token (ms), so a step timed at zero cannot divide by zero */
 const MS_PER_TOKEN_MIN = 1e-4;
 
-export class PrefillPace implements StepPace {
-  private decodeMs: number | undefined;
-  private msPerToken: number | undefined;
+/** One step's run: how many of its tokens were prompt, whether it decoded too, its forward pass's time and attention. */
+export interface StepTime {
+  promptTokens: number;
+  decoded: boolean;
+  ms: number;
+  attention: AttentionWork;
+}
 
-  /** `chunk`: the most prompt tokens beside decoders; `stepMax`: the most of a step of prompts alone */
+export class PrefillPace implements StepPace {
+  /** a decode-only step's time besides attention */
+  private decodeMs: number | undefined;
+  /** a prompt token's time besides attention */
+  private msPerToken: number | undefined;
+  /** running means of attention's time and keys: their ratio is a key's time */
+  private attentionMs = 0;
+  private keys = 0;
+
+  /** `chunk`: the step of prompts alone before anything was measured; `keysOf`: the model's keys (attended-keys.ts) */
   constructor(
     private readonly targetMs: number,
     private readonly chunk: number,
-    private readonly stepMax: number,
+    private readonly keysOf: KeyCount,
   ) {}
 
-  /** Prompt tokens, in all, of the next step: one that also decodes or one of prompts alone. */
-  promptTokens(decoding: boolean): number {
-    const most = decoding ? this.chunk : this.stepMax;
-    const least = Math.min(MIN_TOKENS, most);
-    if (this.msPerToken === undefined) return Math.min(decoding ? FIRST_TOKENS : this.chunk, most);
-    const ms = decoding ? this.targetMs : ALONE_FACTOR * this.targetMs;
-    return Math.max(least, Math.min(most, Math.floor(ms / this.msPerToken)));
+  /** The next step's prompt budget and prices: one that also decodes or one of prompts alone. */
+  promptCost(decoding: boolean): PromptCost {
+    const msPerToken = this.msPerToken;
+    if (msPerToken === undefined) return { budget: decoding ? FIRST_TOKENS : this.chunk, cost: TOKEN_COST.cost };
+    const msPerKey = this.keys > 0 ? this.attentionMs / this.keys : 0;
+    const { keysOf } = this;
+    const cost = (start: number, n: number) => n * msPerToken + msPerKey * keysOf(start, n);
+    return { budget: Math.max(decoding ? this.targetMs : ALONE_FACTOR * this.targetMs, cost(0, MIN_TOKENS)), cost };
   }
 
-  /** One step's cost: how many of its tokens were prompt, whether it decoded too, and how long its forward pass took. */
-  record(promptTokens: number, decoded: boolean, ms: number): void {
+  record({ promptTokens, decoded, ms, attention }: StepTime): void {
+    if (attention.keys > 0) {
+      this.attentionMs = mean(this.attentionMs, attention.ms);
+      this.keys = mean(this.keys, attention.keys);
+    }
+    const rest = Math.max(ms - attention.ms, 0);
     if (promptTokens === 0) {
-      if (decoded) this.decodeMs = mean(this.decodeMs, ms);
+      if (decoded) this.decodeMs = mean(this.decodeMs, rest);
       return;
     }
     if (promptTokens < SAMPLE_MIN_TOKENS) return;
     const fixed = decoded ? (this.decodeMs ?? 0) : 0;
-    this.msPerToken = mean(this.msPerToken, Math.max((ms - fixed) / promptTokens, MS_PER_TOKEN_MIN));
+    this.msPerToken = mean(this.msPerToken, Math.max((rest - fixed) / promptTokens, MS_PER_TOKEN_MIN));
   }
 }
 
 /** An engine's pace, when its configuration asks for one (`promptStepMs`). */
-export function paceOf(config: EngineConfig): PrefillPace | undefined {
-  const { promptStepMs, prefillChunkTokens, stepTokenBudget } = config;
-  return promptStepMs !== undefined ? new PrefillPace(promptStepMs, prefillChunkTokens, stepTokenBudget) : undefined;
+export function paceOf(config: EngineConfig, keysOf: KeyCount): PrefillPace | undefined {
+  const { promptStepMs, prefillChunkTokens } = config;
+  return promptStepMs !== undefined ? new PrefillPace(promptStepMs, prefillChunkTokens, keysOf) : undefined;
 }
 
 function mean(old: number | undefined, sample: number): number {
