@@ -11,14 +11,12 @@ import { ForwardPass } from '../src/compute/forward.js';
 import { NativeBackend } from '../src/compute/native-backend.js';
 import type { AdmissionCandidate } from '../src/engine/admission.js';
 import { Engine } from '../src/engine/engine.js';
-import type { GenerationRequest } from '../src/engine/request.js';
-import { GREEDY } from '../src/engine/sampler.js';
 import { makeKvLayout } from '../src/kv/kv-layout.js';
 import { PagePool } from '../src/kv/page-pool.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../src/model/default-model.js';
 import { loadModel } from '../src/model/load-model.js';
 import { median } from '../src/util/median.js';
-import { benchPrompt, numberFlag } from './bench-types.js';
+import { benchRequest, numberFlag } from './bench-types.js';
 
 const PAGE_SIZE = 16;
 const FILL_PROMPT = 32;
@@ -42,15 +40,8 @@ const model = loadModel(ensureGeneratedModel(DEFAULT_MODEL));
 const backend = new NativeBackend({ threadCount: 2 });
 const c = model.config;
 const layout = makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, PAGE_SIZE);
-const request = (id: string, tenant: string, prompt: number, tokens: number, salt: number): GenerationRequest => ({
-  id,
-  tenant,
-  promptTokens: benchPrompt(c.vocabSize, prompt, salt),
-  maxTokens: tokens,
-  sampling: GREEDY,
-  topLogprobs: 0,
-  tenantKvPagesMax: 1 << 20,
-});
+const request = (id: string, tenant: string, prompt: number, tokens: number, salt: number) =>
+  benchRequest(c.vocabSize, id, tenant, prompt, tokens, salt);
 const fill = Array.from({ length: 2 * batch }, (_, i) => request(`fill${i}`, 'fill', FILL_PROMPT, fillTokens, i));
 
 interface Run {

@@ -1,4 +1,6 @@
 /** What the benchmark workers receive and report; shared by run.ts and both workers. */
+import type { GenerationRequest } from '../src/engine/request.js';
+import { GREEDY } from '../src/engine/sampler.js';
 import type { ModelFileType } from '../src/model/quant-mix.js';
 import type { TestPreset } from '../src/model/test-model.js';
 
@@ -57,6 +59,19 @@ export const RESULT_MARKER = 'KVFENCE_BENCH_RESULT ';
 /** Deterministic prompt ids, the same for both engines (the vocabulary's first 256 ids are left out: bytes/specials). */
 export function benchPrompt(vocabSize: number, length: number, salt: number): number[] {
   return Array.from({ length }, (_, i) => 256 + ((i * 7919 + salt * 104_729) % (vocabSize - 256)));
+}
+
+/** A greedy engine request of a bench prompt (benchPrompt), its tenant's page quota out of the way. */
+export function benchRequest(
+  vocabSize: number,
+  id: string,
+  tenant: string,
+  prompt: number,
+  tokens: number,
+  salt: number,
+): GenerationRequest {
+  const promptTokens = benchPrompt(vocabSize, prompt, salt);
+  return { id, tenant, promptTokens, maxTokens: tokens, sampling: GREEDY, topLogprobs: 0, tenantKvPagesMax: 1 << 24 };
 }
 
 /** The number after `--name` on the command line, or `fallback`. */

@@ -14,8 +14,6 @@ import { join } from 'node:path';
 import { type ForwardInput, type ForwardOutput, ForwardPass } from '../src/compute/forward.js';
 import { NativeBackend } from '../src/compute/native-backend.js';
 import { Engine } from '../src/engine/engine.js';
-import type { GenerationRequest } from '../src/engine/request.js';
-import { GREEDY } from '../src/engine/sampler.js';
 import { makeKvLayout, pagesForTokens } from '../src/kv/kv-layout.js';
 import { PagePool } from '../src/kv/page-pool.js';
 import { writeGguf } from '../src/model/gguf-write.js';
@@ -23,7 +21,7 @@ import { loadModel } from '../src/model/load-model.js';
 import { makeTestModel } from '../src/model/test-model.js';
 import { KvfenceError } from '../src/util/errors.js';
 import { median } from '../src/util/median.js';
-import { benchPrompt, numberFlag } from './bench-types.js';
+import { benchRequest, numberFlag } from './bench-types.js';
 
 const CONTEXT = 131_072;
 const PAGE_SIZE = 16;
@@ -67,15 +65,8 @@ class UnpricedForward extends ForwardPass {
   }
 }
 
-const request = (id: string, tenant: string, prompt: number, tokens: number, salt: number): GenerationRequest => ({
-  id,
-  tenant,
-  promptTokens: benchPrompt(c.vocabSize, prompt, salt),
-  maxTokens: tokens,
-  sampling: GREEDY,
-  topLogprobs: 0,
-  tenantKvPagesMax: 1 << 24,
-});
+const request = (id: string, tenant: string, prompt: number, tokens: number, salt: number) =>
+  benchRequest(c.vocabSize, id, tenant, prompt, tokens, salt);
 
 interface Run {
   probeWaitMs: number[];

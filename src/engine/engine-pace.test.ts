@@ -105,9 +105,10 @@ test("beside a prompt deep into its context, another tenant's new prompt gets an
     }
     before = now[0]! < 240 && now[1]! < 60 ? now : undefined;
   });
-  // deep in, a token of the long prompt reads ~170 keys a layer, the new one's ~30: several times the price
+  // deep in, a token of the long prompt reads ~170 keys a layer, the new one's ~30: several times the price (~5×
+  // more tokens for the new prompt when idle; shared by token count, about as many)
   assert.ok(
-    got.new >= 3 * got.long,
+    got.new >= 2 * got.long,
     `while both prefilled: the new prompt ${got.new} tokens, the long one ${got.long}`,
   );
   for (const [id, length] of [

@@ -26,7 +26,7 @@ import { grantPages, poolRoom } from './page-grant.js';
 import { type PrefillPace, paceOf } from './prefill-pace.js';
 import type { EngineEvent, GeneratedToken, GenerationRequest } from './request.js';
 import { SamplingScratch } from './sampler.js';
-import { type PlannedInput, planStep } from './scheduler.js';
+import { type Ahead, type PlannedInput, planStep } from './scheduler.js';
 import { Sequence } from './sequence.js';
 import { type SamplingEnv, SequenceSampler, samplingEnv, type TokenChoice } from './sequence-sampler.js';
 import { describeToken } from './token-logprobs.js';
@@ -96,6 +96,8 @@ export class Engine {
   private readonly sampling: SamplingEnv;
   private readonly scratch: SamplingScratch;
   private readonly pace: PrefillPace | undefined;
+  /** how far ahead each tenant's prompts are of the others' (scheduler.ts fairShares) */
+  private readonly ahead: Ahead = new Map();
 
   constructor(
     readonly config: EngineConfig,
@@ -262,7 +264,7 @@ export class Engine {
     const events: EngineEvent[] = [];
     this.expireWaiting(nowMs, events);
     if (!this.ownerAdmits) this.admit();
-    const planned = planStep(this.config, this.running, this.pace);
+    const planned = planStep(this.config, this.running, this.pace, this.ahead);
     if (planned.length === 0) return events;
     let outputs: ForwardOutput[];
     try {

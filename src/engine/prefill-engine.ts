@@ -25,7 +25,7 @@ import { grantPages, type PageGrant, poolRoom, releaseGrant } from './page-grant
 import { type PrefillPace, paceOf } from './prefill-pace.js';
 import type { GeneratedToken, GenerationRequest, IsolationIncident } from './request.js';
 import { SamplingScratch } from './sampler.js';
-import { promptChunks, TOKEN_COST } from './scheduler.js';
+import { type Ahead, promptChunks, TOKEN_COST } from './scheduler.js';
 import { type SamplingEnv, SequenceSampler, samplingEnv } from './sequence-sampler.js';
 import { describeToken } from './token-logprobs.js';
 
@@ -62,6 +62,8 @@ export class PrefillEngine {
   private readonly scratch: SamplingScratch;
   /** steps of prompts alone sized to ALONE_FACTOR × promptStepMs (prefill-pace.ts); undefined: the step budget */
   private readonly pace: PrefillPace | undefined;
+  /** how far ahead each tenant's prompts are of the others' (scheduler.ts fairShares) */
+  private readonly ahead: Ahead = new Map();
 
   constructor(
     readonly config: EngineConfig,
@@ -185,7 +187,7 @@ export class PrefillEngine {
   private plan(): { seq: PrefillSequence; input: ForwardInput }[] {
     const { prefillChunkTokens, stepTokenBudget } = this.config;
     const cost = this.pace?.promptCost(false) ?? TOKEN_COST;
-    return promptChunks(this.running, prefillChunkTokens, stepTokenBudget, cost, (seq) => ({
+    return promptChunks(this.running, prefillChunkTokens, stepTokenBudget, cost, this.ahead, (seq) => ({
       tenant: seq.tenant,
       table: seq.grant!.table,
       tokens: seq.request.promptTokens,

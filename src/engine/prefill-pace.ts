@@ -7,9 +7,11 @@
  * Learned from the steps the engine ran: a step costs about `decodeMs + promptTokens × msPerToken + keys × msPerKey`.
  * `keys` are what attention read (attended-keys.ts); the forward pass times attention apart from the rest, so
  * `msPerKey` is measured, not fitted. `decodeMs` comes from steps that only decode, `msPerToken` from steps with prompt
- * tokens. A token's keys grow with its position: 117,000 tokens into a prompt a token cost ~8× what it cost at its
- * start (two cores), so a step shared by token count gave a long prompt's tenant most of the step's time and a short
- * prompt beside it ~15 tokens a step. Priced by time, each tenant gets an equal share of the step's time (scheduler.ts).
+ * tokens. A token's keys grow with its position: on the 15m test shape at two cores, a token 13,000 positions into its
+ * prompt took ~7.5 ms, one at its start ~0.4 ms, so a step shared by token count gave a long prompt's tenant most of
+ * the step's time and a short prompt beside it a few tokens a step. Priced, each tenant gets an equal share of the
+ * step's time (scheduler.ts). The price is linear in keys; attention reads a key once for up to 16 rows of a prompt,
+ * so a deep prompt's few tokens a step cost somewhat more per key than priced (the step runs a little over its target).
  * A fixed chunk cannot do this either: 512 prompt tokens take ~0.7 s on a 135M model on two cores and ~30 s on a 7B one.
  */
 
@@ -20,7 +22,10 @@ import { type PromptCost, type StepPace, TOKEN_COST } from './scheduler.js';
 
 /** The prompt tokens of a step beside decoders before anything was measured */
 const FIRST_TOKENS = 64;
-/** The step's budget buys at least a page of tokens at a prompt's start: tiny chunks waste the matmuls' weight reads */
+/**
+ * The step's budget buys at least a page of tokens at a prompt's start: tiny chunks waste the products' weight reads
+ * (deep into a long prompt, where attention's keys set the price, a step may buy fewer)
+ */
 const MIN_TOKENS = 16;
 /** A step of prompts alone may last this many times the target: larger chunks read the weights fewer times */
 export const ALONE_FACTOR = 4;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { config, request } from '../../test/helpers/engine-run.js';
 import { newPageTable } from '../kv/page-table.js';
-import { type PromptCost, planStep, type StepPace, TOKEN_COST } from './scheduler.js';
+import { type Ahead, type PromptCost, planStep, type StepPace, TOKEN_COST } from './scheduler.js';
 import { Sequence } from './sequence.js';
 import type { SequenceSampler } from './sequence-sampler.js';
 
@@ -133,8 +133,8 @@ test('fair shares: every tenant in the plan gets what an equal share buys, withi
     const total = spent.reduce((a, b) => a + b, 0);
     assert.ok(plan.length > 0, 'prompts advance every step');
     assert.ok(total <= budget || (plan.length === 1 && plan[0]!.input.tokens.length === 1), `${total} > ${budget}`);
-    // envy-free up to a token: a tenant left wanting spent, with its next token, at least what any other spent
-    // without its last one
+    // envy-free up to a token: a tenant left wanting, whose next token would have fitted what was left, spent with it
+    // at least what any other spent without its last one
     const spentBy = new Map<string, { spent: number; last: number }>();
     plan.forEach((p, i) => {
       const t = spentBy.get(p.seq.tenant) ?? { spent: 0, last: 0 };
@@ -148,9 +148,46 @@ test('fair shares: every tenant in the plan gets what an equal share buys, withi
       if (got === Math.min(64, s.request.promptTokens.length - s.table!.writtenTokens)) continue;
       wanting.add(s.tenant);
       const next = cost(s.table!.writtenTokens + got, 1);
+      const tokens = plan.reduce((n, p) => n + p.input.tokens.length, 0);
+      if (total + next > budget || tokens + 1 > 4096) continue; // its next token did not fit what was left
       const mine = spentBy.get(s.tenant)?.spent ?? 0;
       for (const other of spentBy.values())
         assert.ok(other.spent - other.last <= mine + next + 1e-9, `${other.spent} spent beside ${mine} + ${next}`);
     }
   }
+});
+
+test('a tenant whose next token costs more than its share falls behind and catches up: equal time over the steps', () => {
+  const c = config({ prefillChunkTokens: 512, stepTokenBudget: 2048 });
+  // deep: 200,000 tokens in, a token costs ~2,001 ms, more than a third of the 3,600 ms a step; fresh prompts start
+  // at ~1 ms a token. Shared step by step alone, the deep prompt would never get a token beside the two others
+  const deep = seq('deep', 210_000, 'prefilling', 'x', 200_000);
+  const fresh = ['y', 'z'].map((tenant) => seq(tenant, 1_000_000, 'prefilling', tenant));
+  const ahead: Ahead = new Map();
+  const spent = new Map<string, number>();
+  const pace = byPosition(3600);
+  const { cost } = pace.promptCost(true);
+  for (let step = 0; step < 60; step++) {
+    for (const p of planStep(c, [seq('d', 5, 'decoding'), deep, ...fresh], pace, ahead)) {
+      const table = p.seq.table!;
+      const paid = cost(table.writtenTokens, p.input.tokens.length);
+      spent.set(p.seq.tenant, (spent.get(p.seq.tenant) ?? 0) + paid);
+      table.writtenTokens += p.input.tokens.length;
+    }
+  }
+  const [x, y, z] = ['x', 'y', 'z'].map((t) => spent.get(t) ?? 0);
+  // each tenant got about a third of 60 steps' time: within two deep tokens of the others
+  for (const other of [y!, z!]) assert.ok(Math.abs(x! - other) < 2 * 2010, `spent: deep ${x}, fresh ${y} and ${z}`);
+  assert.ok(deep.table!.writtenTokens - 200_000 >= 30, `deep tokens: ${deep.table!.writtenTokens - 200_000}`);
+});
+
+test('everything that fits is granted whole, whatever the rounding of its prices', () => {
+  const c = config({ prefillChunkTokens: 8, stepTokenBudget: 64 });
+  // one tenant, prompts at positions 16 and 2 with one token left each: the sums of their prices round
+  const prompts = [seq('a', 17, 'prefilling', 't', 16), seq('b', 3, 'prefilling', 't', 2)];
+  const cost: PromptCost = { budget: 321, cost: (start, n) => n * 1.001 + 0.1 * start * n };
+  assert.deepEqual(prefillTokens(planStep(c, prompts, { promptCost: () => cost })), [1, 1]);
+  const many = Array.from({ length: 40 }, (_, i) => seq(`p${i}`, 3 + i, 'prefilling', `t${i % 3}`, 2 + i));
+  const bound: PromptCost = { budget: 1e9, cost: (start, n) => n * 0.1 + 1e-7 * (n * start + (n * (n + 1)) / 2) };
+  assert.deepEqual(prefillTokens(planStep(c, many, { promptCost: () => bound })), Array(40).fill(1));
 });

@@ -34,11 +34,22 @@ export interface StepPace {
   promptCost(decoding: boolean): PromptCost;
 }
 
+/**
+ * How far ahead each tenant's prompts are of the tenant's whose are furthest behind, in what they spent over the steps
+ * they waited in (the pace's unit; fairShares). One per engine, carried from step to step.
+ */
+export type Ahead = Map<string, number>;
+
 /** Without a pace: every prompt token costs one, and only the step's token bounds apply. */
 export const TOKEN_COST: PromptCost = { budget: Number.POSITIVE_INFINITY, cost: (_start, n) => n };
 
 /** This step's forward inputs: decode tokens first, then prefill chunks under the step token budget. */
-export function planStep(config: EngineConfig, running: readonly Sequence[], pace?: StepPace): PlannedInput[] {
+export function planStep(
+  config: EngineConfig,
+  running: readonly Sequence[],
+  pace?: StepPace,
+  ahead: Ahead = new Map(),
+): PlannedInput[] {
   const planned: PlannedInput[] = [];
   let budget = config.stepTokenBudget;
   for (const seq of running) {
@@ -55,7 +66,7 @@ export function planStep(config: EngineConfig, running: readonly Sequence[], pac
   const cost = pace?.promptCost(decoding) ?? TOKEN_COST;
   const prompts = running.filter((seq) => seq.state === 'prefilling');
   planned.push(
-    ...promptChunks(prompts, config.prefillChunkTokens, tokensMax, cost, (seq) => {
+    ...promptChunks(prompts, config.prefillChunkTokens, tokensMax, cost, ahead, (seq) => {
       assert(seq.table !== undefined, 'a prefilling sequence has pages');
       return { tenant: seq.tenant, table: seq.table, tokens: seq.request.promptTokens };
     }),
@@ -72,7 +83,8 @@ export interface PromptInProgress {
 
 /**
  * This step's chunk of each prompt (`of` says what each item's prompt is; items that get no tokens this step are left
- * out): at most `chunk` tokens each, `tokensMax` in all and what `cost` allows, shared among tenants by `fairShares`.
+ * out): at most `chunk` tokens each, `tokensMax` in all and what `cost` allows, shared among tenants by `fairShares`
+ * (`ahead`: how far ahead each tenant is from earlier steps, updated).
  * Both engines plan their prompts through it, the colocated/decode one and prefill's.
  */
 export function promptChunks<S>(
@@ -80,6 +92,7 @@ export function promptChunks<S>(
   chunk: number,
   tokensMax: number,
   cost: PromptCost,
+  ahead: Ahead,
   of: (item: S) => PromptInProgress,
 ): { seq: S; input: ForwardInput }[] {
   const prompts = items.map(of);
@@ -88,7 +101,7 @@ export function promptChunks<S>(
     start: p.table.writtenTokens,
     tokens: Math.min(chunk, p.tokens.length - p.table.writtenTokens),
   }));
-  const grants = fairShares(wants, tokensMax, cost);
+  const grants = fairShares(wants, tokensMax, cost, ahead);
   const planned: { seq: S; input: ForwardInput }[] = [];
   prompts.forEach(({ table, tokens }, i) => {
     const count = grants[i]!;
@@ -110,82 +123,150 @@ interface PromptWant {
   tokens: number;
 }
 
-/** Bisection steps of the fair level: a share found to within 2⁻⁴⁸ of the largest tenant's whole want */
+/** Bisection steps of the fair level at most: it stops sooner, once no tenant could buy another token between bounds */
 const LEVEL_STEPS = 48;
+/** Prices are sums of floating-point products: a level buys what costs at most this much (relative) more */
+const LEVEL_SLACK = 1e-12;
 
 /**
- * Prompt tokens per prompt: every tenant may spend the same (what one cannot use goes to the others), so a tenant with
- * many or long prompts cannot slow another's first token more than an equal share of the step would (I11); inside a
- * tenant, in the given order (oldest first). The share is the largest level at which every tenant's tokens, each taking
- * what the level buys, stay within the budget and `tokensMax`; what that leaves buys one more token each, oldest
- * prompt's tenant first. If no token fits the budget, the oldest prompt gets one: prompts advance every step that
- * has room for a token.
+ * Prompt tokens per prompt, by water-filling: every tenant's spending, added to how far `ahead` it already is, rises to
+ * one common level, the largest at which the step stays within the budget and `tokensMax` (what one cannot use goes to
+ * the others); inside a tenant, its prompts in the given order (oldest first). So a tenant with many or long prompts
+ * cannot slow another's first token more than an equal share of the step would (I11). What the level leaves buys more
+ * tokens, one a tenant a pass, the tenant least ahead first, for any tenant whose next token still fits. Then each
+ * tenant still wanting is that much further ahead: a prompt deep into a long context, whose next token costs more than
+ * a share, falls behind and is served first until it has caught up, an extra token every few steps. A tenant with
+ * nothing left wanting leaves `ahead`, and one that comes back starts level with the one furthest behind; no one is
+ * more than a step's budget ahead. If no token fits the budget, the oldest prompt gets one: prompts advance every step
+ * that has room for a token.
  */
-function fairShares(wants: readonly PromptWant[], tokensMax: number, { budget, cost }: PromptCost): number[] {
-  if (wants.length === 0) return [];
-  const tenants = new Map<string, number[]>(); // each tenant's prompts, by index; the oldest prompt's tenant first
+function fairShares(wants: readonly PromptWant[], tokensMax: number, price: PromptCost, ahead: Ahead): number[] {
+  const { budget, cost } = price;
+  const all = wants.map((w) => w.tokens);
+  const whole = wants.reduce((sum, w) => sum + cost(w.start, w.tokens), 0);
+  if (whole <= budget && all.reduce((a, b) => a + b, 0) <= tokensMax) {
+    ahead.clear();
+    return all;
+  }
+  // each tenant's prompts (by index) and how far ahead it is; the oldest prompt's tenant first
+  const byName = new Map<string, TenantPrompts>();
   wants.forEach((w, i) => {
     assert(w.tokens > 0, 'a prompt in the plan has tokens left');
-    const mine = tenants.get(w.tenant) ?? tenants.set(w.tenant, []).get(w.tenant)!;
-    mine.push(i);
+    const t = byName.get(w.tenant) ?? byName.set(w.tenant, { name: w.tenant, prompts: [], ahead: 0 }).get(w.tenant)!;
+    t.ahead = ahead.get(w.tenant) ?? 0;
+    t.prompts.push(i);
   });
-  // what every tenant takes when each may spend `level`: its prompts in order, each as far as what is left buys
-  const fill = (level: number) => {
-    const counts = wants.map(() => 0);
-    let spent = 0;
-    let tokens = 0;
-    for (const mine of tenants.values()) {
-      let left = level;
-      for (const i of mine) {
-        const { start, tokens: want } = wants[i]!;
-        const n = mostWithin(want, left, (k) => cost(start, k));
-        const paid = cost(start, n);
-        counts[i] = n;
-        left -= paid;
-        spent += paid;
-        tokens += n;
-        if (n < want) break;
-      }
-    }
-    return { counts, spent, tokens };
-  };
-  const fits = (f: ReturnType<typeof fill>) => f.spent <= budget && f.tokens <= tokensMax;
-  const whole = Math.max(
-    ...[...tenants.values()].map((mine) => mine.reduce((sum, i) => sum + cost(wants[i]!.start, wants[i]!.tokens), 0)),
-  );
-  let best = fill(whole);
-  if (fits(best)) return best.counts;
-  let [low, high] = [0, whole];
-  best = fill(low);
-  for (let step = 0; step < LEVEL_STEPS; step++) {
+  const step: StepShares = { wants, tenants: [...byName.values()], price, tokensMax };
+  // below this gap between the bounds no tenant could buy two more tokens: spendRest settles the rest
+  const cheapest = Math.min(...wants.map((w) => cost(w.start, 1)));
+  let [low, high] = [0, Math.max(...step.tenants.map((t) => t.ahead)) + Math.min(whole, budget)];
+  let best = fill(step, low);
+  for (let bisection = 0; bisection < LEVEL_STEPS && high - low >= cheapest; bisection++) {
     const mid = (low + high) / 2;
-    const f = fill(mid);
-    if (fits(f)) [low, best] = [mid, f];
+    const at = fill(step, mid);
+    if (at.spent <= budget && at.tokens <= tokensMax) [low, best] = [mid, at];
     else high = mid;
   }
-  const { counts } = best;
-  let { spent, tokens } = best;
-  for (const mine of tenants.values()) {
-    const i = mine.find((j) => counts[j]! < wants[j]!.tokens);
-    if (i === undefined) continue;
-    const { start } = wants[i]!;
-    const more = cost(start, counts[i]! + 1) - cost(start, counts[i]!);
-    if (spent + more > budget || tokens + 1 > tokensMax) continue;
-    counts[i]!++;
-    spent += more;
-    tokens++;
+  const order = spendRest(step, best);
+  if (best.tokens === 0 && tokensMax > 0) {
+    best.counts[0] = 1;
+    best.spentBy[0] = cost(wants[0]!.start, 1); // the oldest prompt is its tenant's first, and its tenant the first
   }
-  if (tokens === 0 && tokensMax > 0) counts[0] = 1;
-  return counts;
+  const reached = (j: number) => step.tenants[j]!.ahead + best.spentBy[j]!;
+  const still = order.filter((j) => nextPrompt(step, best, j) !== undefined);
+  const behind = Math.min(...still.map(reached));
+  ahead.clear();
+  for (const j of still) {
+    const by = Math.min(reached(j) - behind, budget, whole);
+    if (by > 0) ahead.set(step.tenants[j]!.name, by);
+  }
+  return best.counts;
 }
 
-/** The most of `want` tokens whose price (`price(k)`, growing with k) stays within `left`. */
-function mostWithin(want: number, left: number, price: (k: number) => number): number {
-  if (price(want) <= left) return want;
-  let [low, high] = [0, want]; // price(low) ≤ left < price(high), or low = 0
+/** A tenant's prompts in this step (indexes into the wants, oldest first) and how far ahead it was. */
+interface TenantPrompts {
+  name: string;
+  prompts: number[];
+  ahead: number;
+}
+
+/** What fairShares shares: the prompts, by tenant, their prices and the step's token bound. */
+interface StepShares {
+  wants: readonly PromptWant[];
+  tenants: readonly TenantPrompts[];
+  price: PromptCost;
+  tokensMax: number;
+}
+
+/** Tokens per prompt, what each tenant (by its place in `tenants`) spends, and the step's totals. */
+interface Allotment {
+  counts: number[];
+  spentBy: Float64Array;
+  spent: number;
+  tokens: number;
+}
+
+/** What every tenant takes when each may spend up to `level` less how far ahead it is: its prompts in order. */
+function fill({ wants, tenants, price: { cost } }: StepShares, level: number): Allotment {
+  const counts = new Array<number>(wants.length).fill(0);
+  const spentBy = new Float64Array(tenants.length);
+  let [spent, tokens] = [0, 0];
+  tenants.forEach((t, j) => {
+    const cap = (level - t.ahead) * (1 + LEVEL_SLACK);
+    let mine = 0;
+    for (const i of t.prompts) {
+      const { start, tokens: want } = wants[i]!;
+      const n = cap > 0 ? mostWithin(want, (k) => mine + cost(start, k) <= cap) : 0;
+      counts[i] = n;
+      mine += cost(start, n);
+      tokens += n;
+      if (n < want) break;
+    }
+    spentBy[j] = mine;
+    spent += mine;
+  });
+  return { counts, spentBy, spent, tokens };
+}
+
+/** The prompt a tenant would add a token to next: its first left wanting. */
+function nextPrompt({ wants, tenants }: StepShares, { counts }: Allotment, j: number): number | undefined {
+  return tenants[j]!.prompts.find((i) => counts[i]! < wants[i]!.tokens);
+}
+
+/**
+ * What the level leaves buys more tokens, one a tenant a pass, the tenant least ahead (with this step's spending)
+ * first, for every tenant whose next token still fits; returns the tenants in that order.
+ */
+function spendRest(step: StepShares, a: Allotment): number[] {
+  const { wants, tenants, price, tokensMax } = step;
+  const reached = (j: number) => tenants[j]!.ahead + a.spentBy[j]!;
+  const order = tenants.map((_, j) => j);
+  for (let granted = 1; granted > 0; ) {
+    granted = 0;
+    order.sort((x, y) => reached(x) - reached(y)); // stable: the oldest first among equals
+    for (const j of order) {
+      const i = nextPrompt(step, a, j);
+      if (i === undefined) continue;
+      const { start } = wants[i]!;
+      const more = price.cost(start, a.counts[i]! + 1) - price.cost(start, a.counts[i]!);
+      if (a.spent + more > price.budget || a.tokens + 1 > tokensMax) continue;
+      a.counts[i]!++;
+      a.spentBy[j]! += more;
+      a.spent += more;
+      a.tokens++;
+      granted++;
+    }
+  }
+  return order;
+}
+
+/** The most of `want` tokens that `affordable` allows (it holds for 0 and, once false, stays false as k grows). */
+function mostWithin(want: number, affordable: (k: number) => boolean): number {
+  if (affordable(want)) return want;
+  let [low, high] = [0, want]; // affordable(low), not affordable(high)
   while (high - low > 1) {
     const mid = (low + high) >> 1;
-    if (price(mid) <= left) low = mid;
+    if (affordable(mid)) low = mid;
     else high = mid;
   }
   return low;
