@@ -35,7 +35,7 @@ export interface StepPace {
 }
 
 /**
- * How far ahead each tenant's prompts are of the tenant's whose are furthest behind, in what they spent over the steps
+ * How far ahead each tenant's prompts are of those of the tenant furthest behind, in what they spent over the steps
  * they waited in (the pace's unit; fairShares). One per engine, carried from step to step.
  */
 export type Ahead = Map<string, number>;
@@ -123,7 +123,7 @@ interface PromptWant {
   tokens: number;
 }
 
-/** Bisection steps of the fair level at most: it stops sooner, once no tenant could buy another token between bounds */
+/** Bisection steps of the fair level at most: it stops sooner, once no tenant could buy two more tokens between bounds */
 const LEVEL_STEPS = 48;
 /** Prices are sums of floating-point products: a level buys what costs at most this much (relative) more */
 const LEVEL_SLACK = 1e-12;
