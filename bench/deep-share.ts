@@ -9,18 +9,16 @@
  *
  *   npm run bench:deep -- [--depth 16384] [--probes 20] [--every 8] [--runs 1]
  */
-import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ForwardInput, type ForwardOutput, ForwardPass } from '../src/compute/forward.js';
 import { NativeBackend } from '../src/compute/native-backend.js';
 import { Engine } from '../src/engine/engine.js';
 import { makeKvLayout, pagesForTokens } from '../src/kv/kv-layout.js';
 import { PagePool } from '../src/kv/page-pool.js';
-import { writeGguf } from '../src/model/gguf-write.js';
+import { ensureGeneratedModel } from '../src/model/default-model.js';
 import { loadModel } from '../src/model/load-model.js';
-import { makeTestModel } from '../src/model/test-model.js';
 import { KvfenceError } from '../src/util/errors.js';
-import { median } from '../src/util/median.js';
+import { median, quantile } from '../src/util/median.js';
 import { benchRequest, numberFlag } from './bench-types.js';
 
 const CONTEXT = 131_072;
@@ -37,19 +35,12 @@ const probeCount = arg('probes', 20);
 const every = arg('every', 8);
 const runs = arg('runs', 1);
 
-function benchModelPath(): string {
-  const directory = join('.cache', 'bench');
-  const path = join(directory, `deep-15m-llama-f32-c${CONTEXT}-s1.gguf`);
-  if (existsSync(path)) return path;
-  mkdirSync(directory, { recursive: true });
-  const made = makeTestModel({ preset: '15m', arch: 'llama', dtype: 'f32', seed: 1, contextLength: CONTEXT });
-  const partial = `${path}.${process.pid}.partial`;
-  writeGguf(partial, made.metadata, made.tensors);
-  renameSync(partial, path);
-  return path;
-}
-
-const model = loadModel(benchModelPath());
+const model = loadModel(
+  ensureGeneratedModel(
+    { preset: '15m', arch: 'llama', dtype: 'f32', seed: 1, contextLength: CONTEXT },
+    join('.cache', 'bench'),
+  ),
+);
 const backend = new NativeBackend({ threadCount: 2 });
 const c = model.config;
 const layout = makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, PAGE_SIZE);
@@ -138,7 +129,6 @@ if (new Set([...results.priced, ...results.tokens].map((r) => r.firstTokens)).si
   throw new Error('pricing by position changed a probe’s first token');
 }
 
-const quantile = (xs: readonly number[], q: number) => [...xs].sort((a, b) => a - b)[Math.floor(q * (xs.length - 1))]!;
 const summary = (rs: Run[]) => ({
   waitMs: median(rs.map((r) => median(r.probeWaitMs))),
   waitMsP90: median(rs.map((r) => quantile(r.probeWaitMs, 0.9))),

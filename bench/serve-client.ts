@@ -128,10 +128,3 @@ export function streamCompletion(
     req.end(payload);
   });
 }
-
-/** The q-quantile (0..1) of `values`, nearest rank. */
-export function quantile(values: readonly number[], q: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
-}

@@ -18,9 +18,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { median } from '../src/util/median.js';
+import { median, quantile } from '../src/util/median.js';
 import { SeededRandom } from '../src/util/random.js';
-import { BENCH_KEYS, type CompletionBody, quantile, type StreamTiming, streamCompletion } from './serve-client.js';
+import { BENCH_KEYS, type CompletionBody, type StreamTiming, streamCompletion } from './serve-client.js';
 import { ensureServeModel } from './serve-model.js';
 import { LONG_PROMPT_CHARS, NEIGHBOUR_MODES, type NeighbourResult, probeBeside } from './serve-neighbour.js';
 import {

@@ -167,17 +167,16 @@ function fairShares(wants: readonly PromptWant[], tokensMax: number, price: Prom
     if (at.spent <= budget && at.tokens <= tokensMax) [low, best] = [mid, at];
     else high = mid;
   }
-  const order = spendRest(step, best);
+  spendRest(step, best);
   if (best.tokens === 0 && tokensMax > 0) {
     best.counts[0] = 1;
     best.spentBy[0] = cost(wants[0]!.start, 1); // the oldest prompt is its tenant's first, and its tenant the first
   }
-  const reached = (j: number) => step.tenants[j]!.ahead + best.spentBy[j]!;
-  const still = order.filter((j) => nextPrompt(step, best, j) !== undefined);
-  const behind = Math.min(...still.map(reached));
+  const still = step.tenants.map((_, j) => j).filter((j) => nextPrompt(step, best, j) !== undefined);
+  const behind = Math.min(...still.map((j) => reached(step, best, j)));
   ahead.clear();
   for (const j of still) {
-    const by = Math.min(reached(j) - behind, budget, whole);
+    const by = Math.min(reached(step, best, j) - behind, budget, whole);
     if (by > 0) ahead.set(step.tenants[j]!.name, by);
   }
   return best.counts;
@@ -233,17 +232,21 @@ function nextPrompt({ wants, tenants }: StepShares, { counts }: Allotment, j: nu
   return tenants[j]!.prompts.find((i) => counts[i]! < wants[i]!.tokens);
 }
 
+/** How far ahead a tenant is with this step's spending. */
+function reached({ tenants }: StepShares, { spentBy }: Allotment, j: number): number {
+  return tenants[j]!.ahead + spentBy[j]!;
+}
+
 /**
  * What the level leaves buys more tokens, one a tenant a pass, the tenant least ahead (with this step's spending)
- * first, for every tenant whose next token still fits; returns the tenants in that order.
+ * first, for every tenant whose next token still fits.
  */
-function spendRest(step: StepShares, a: Allotment): number[] {
+function spendRest(step: StepShares, a: Allotment): void {
   const { wants, tenants, price, tokensMax } = step;
-  const reached = (j: number) => tenants[j]!.ahead + a.spentBy[j]!;
   const order = tenants.map((_, j) => j);
   for (let granted = 1; granted > 0; ) {
     granted = 0;
-    order.sort((x, y) => reached(x) - reached(y)); // stable: the oldest first among equals
+    order.sort((x, y) => reached(step, a, x) - reached(step, a, y)); // stable: the oldest first among equals
     for (const j of order) {
       const i = nextPrompt(step, a, j);
       if (i === undefined) continue;
@@ -257,7 +260,6 @@ function spendRest(step: StepShares, a: Allotment): number[] {
       granted++;
     }
   }
-  return order;
 }
 
 /** The most of `want` tokens that `affordable` allows (it holds for 0 and, once false, stays false as k grows). */

@@ -2,6 +2,7 @@
  * The embedded default model: a generated random-weight model (no download, ever), made from a fixed seed on first use
  * and cached. Bump TEST_MODEL_FORMAT when the generator's output changes, so stale caches are not reused.
  */
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, renameSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -26,16 +27,18 @@ export function cacheDirectory(env: NodeJS.ProcessEnv = process.env): string {
   return join(xdg !== undefined && xdg !== '' ? xdg : join(homedir(), '.cache'), 'kvfence');
 }
 
-/** Path of the cached model made from `options`, generating it first if it is not there. */
+/**
+ * Path of the cached model made from `options`, generating it first if it is not there. The name spells the usual
+ * options; any other (a context length, a head count...) adds a hash of them, so two models never share a file.
+ */
 export function ensureGeneratedModel(options: TestModelOptions, directory: string = cacheDirectory()): string {
-  const tag = [
-    options.preset,
-    options.arch,
-    options.dtype,
-    options.tokenizer ?? 'gpt2',
-    `s${options.seed}`,
-    `x${options.logitScale ?? 1}`,
-  ];
+  const { preset, arch, dtype, tokenizer, seed, logitScale, ...other } = options;
+  const tag = [preset, arch, dtype, tokenizer ?? 'gpt2', `s${seed}`, `x${logitScale ?? 1}`];
+  const set = Object.entries(other).filter(([, value]) => value !== undefined);
+  if (set.length > 0) {
+    const spelled = JSON.stringify(set.sort(([a], [b]) => (a < b ? -1 : 1)));
+    tag.push(createHash('sha256').update(spelled).digest('hex').slice(0, 12));
+  }
   const path = join(directory, `generated-${tag.join('-')}-v${TEST_MODEL_FORMAT}.gguf`);
   if (existsSync(path)) return path;
   mkdirSync(directory, { recursive: true });

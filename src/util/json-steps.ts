@@ -31,6 +31,11 @@ function* put(text: string, out: Output): Steps<void> {
   }
 }
 
+/** What JSON.stringify leaves out of an object and writes as null in an array. */
+function unwritten(value: unknown): boolean {
+  return value === undefined || typeof value === 'function' || typeof value === 'symbol';
+}
+
 function* write(value: unknown, out: Output): Steps<void> {
   if (Array.isArray(value)) {
     yield* put('[', out);
@@ -40,8 +45,7 @@ function* write(value: unknown, out: Output): Steps<void> {
     for (let i = 0; i < value.length; i++) {
       if (i > 0) yield* put(',', out);
       const item: unknown = value[i];
-      if (whole || item === undefined || typeof item === 'function' || typeof item === 'symbol')
-        yield* put(JSON.stringify(item) ?? 'null', out);
+      if (whole || unwritten(item)) yield* put(JSON.stringify(item) ?? 'null', out);
       else yield* write(item, out);
     }
     yield* put(']', out);
@@ -51,7 +55,7 @@ function* write(value: unknown, out: Output): Steps<void> {
     yield* put('{', out);
     let first = true;
     for (const [key, item] of Object.entries(value)) {
-      if (item === undefined || typeof item === 'function' || typeof item === 'symbol') continue;
+      if (unwritten(item)) continue;
       yield* put(`${first ? '' : ','}${JSON.stringify(key)}:`, out);
       first = false;
       yield* write(item, out);
