@@ -34,11 +34,22 @@ namespace avx2 {
 #define KVF_WIDE_COLS 1
 #define KVF_DIRECT_ROWS_Q8 16
 #define KVF_DIRECT_ROWS 16
+// attention: 2 row-heads scored over 2 key vectors at a time, 8 accumulators + 4 keys + a query value, and weighted
+// sums of 4 V16 (a 64-value head: 8 registers). AVX-512's 24 (48 registers here) spilled: a 64-row chunk's attention
+// at 8,192 positions, 135m shape, 2 threads, Zen 3: 76-84 -> 53-58 ns a key (docs/native.md).
+#define KVF_SCORE_ROW_HEADS 2
+#define KVF_SCORE_KEY_VECTORS 2
+#define KVF_SUM_ACCUMULATORS 4
+static_assert(2 * (KVF_SCORE_ROW_HEADS * KVF_SCORE_KEY_VECTORS + KVF_SCORE_KEY_VECTORS) + 1 <= 16,
+              "attention's scores must fit the 16 registers");
 #include "kernels-body.inc"
 #undef KVF_WIDE_ROWS
 #undef KVF_WIDE_COLS
 #undef KVF_DIRECT_ROWS_Q8
 #undef KVF_DIRECT_ROWS
+#undef KVF_SCORE_ROW_HEADS
+#undef KVF_SCORE_KEY_VECTORS
+#undef KVF_SUM_ACCUMULATORS
 #undef KVF_TILE_ROWS
 #undef KVF_TILE_COLS
 }  // namespace avx2

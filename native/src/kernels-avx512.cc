@@ -38,6 +38,13 @@ static_assert(2 * KVF_TILE_ROWS + KVF_TILE_ROWS * KVF_TILE_COLS + 2 <= 32, "the 
 #define KVF_WIDE_COLS 4
 #define KVF_DIRECT_ROWS_Q8 16
 #define KVF_DIRECT_ROWS 4
+// attention: 6 row-heads scored over 4 key vectors (a block's 64 keys) at a time, 24 accumulators + 4 keys + a query
+// value; weighted sums of 24 accumulators
+#define KVF_SCORE_ROW_HEADS 6
+#define KVF_SCORE_KEY_VECTORS 4
+#define KVF_SUM_ACCUMULATORS 24
+static_assert(KVF_SCORE_ROW_HEADS * KVF_SCORE_KEY_VECTORS + KVF_SCORE_KEY_VECTORS + 1 <= 32,
+              "attention's scores must fit the 32 registers");
 static_assert(2 * KVF_WIDE_ROWS + KVF_WIDE_ROWS * KVF_WIDE_COLS + 2 <= 32, "the wide tile must fit the 32 registers");
 #include "simd-avx512.h"
 #include "kernels-body.inc"
@@ -47,6 +54,9 @@ static_assert(2 * KVF_WIDE_ROWS + KVF_WIDE_ROWS * KVF_WIDE_COLS + 2 <= 32, "the 
 #undef KVF_WIDE_COLS
 #undef KVF_DIRECT_ROWS_Q8
 #undef KVF_DIRECT_ROWS
+#undef KVF_SCORE_ROW_HEADS
+#undef KVF_SCORE_KEY_VECTORS
+#undef KVF_SUM_ACCUMULATORS
 }  // namespace avx512
 
 const KernelTable* kernelsAvx512() {

@@ -18,11 +18,17 @@ namespace portable {
 #define KVF_WIDE_COLS KVF_TILE_COLS
 #define KVF_DIRECT_ROWS_Q8 (4 * KVF_TILE_ROWS)
 #define KVF_DIRECT_ROWS KVF_TILE_ROWS
+#define KVF_SCORE_ROW_HEADS 6
+#define KVF_SCORE_KEY_VECTORS 4
+#define KVF_SUM_ACCUMULATORS 24
 #include "kernels-body.inc"
 #undef KVF_WIDE_ROWS
 #undef KVF_WIDE_COLS
 #undef KVF_DIRECT_ROWS_Q8
 #undef KVF_DIRECT_ROWS
+#undef KVF_SCORE_ROW_HEADS
+#undef KVF_SCORE_KEY_VECTORS
+#undef KVF_SUM_ACCUMULATORS
 #undef KVF_TILE_ROWS
 #undef KVF_TILE_COLS
 }  // namespace portable

@@ -14,16 +14,27 @@ static inline void vinRegister(V16& a) { __asm__("" : "+x"(a.lo), "+x"(a.hi)); }
 static inline V16 vzero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 static inline V16 vset1(float s) { return {_mm256_set1_ps(s), _mm256_set1_ps(s)}; }
 static inline V16 vload(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+// lane i's sign bit set for i < n, lanes 0..7 and 8..15: AVX2's masked loads never touch the lanes they leave out
+struct LaneMasks {
+  __m256i lo;
+  __m256i hi;
+};
+static inline LaneMasks laneMasks(int n) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i limit = _mm256_set1_epi32(n);
+  return {_mm256_cmpgt_epi32(limit, index), _mm256_cmpgt_epi32(limit, _mm256_add_epi32(index, _mm256_set1_epi32(8)))};
+}
 static inline V16 vloadPartial(const float* p, int n) {
-  alignas(32) float t[16] = {};
-  std::memcpy(t, p, sizeof(float) * static_cast<size_t>(n));
-  return vload(t);
+  const LaneMasks m = laneMasks(n);
+  return {_mm256_maskload_ps(p, m.lo), _mm256_maskload_ps(p + 8, m.hi)};
 }
 static inline void vstore(float* p, V16 a) {
   _mm256_storeu_ps(p, a.lo);
   _mm256_storeu_ps(p + 8, a.hi);
 }
+// a whole vector stores directly (AMD's masked stores are slow, and a byte count's copy costs a call)
 static inline void vstorePartial(float* p, V16 a, int n) {
+  if (n == 16) return vstore(p, a);
   alignas(32) float t[16];
   vstore(t, a);
   std::memcpy(p, t, sizeof(float) * static_cast<size_t>(n));
@@ -117,9 +128,10 @@ static inline float vhmax(V16 a) {
 
 // lanes n..15 = fill
 static inline V16 vloadPartialFill(const float* p, int n, float fill) {
-  alignas(64) float t[16];
-  for (int j = 0; j < 16; j++) t[j] = j < n ? p[j] : fill;
-  return vload(t);
+  const LaneMasks m = laneMasks(n);
+  const __m256 f = _mm256_set1_ps(fill);
+  return {_mm256_blendv_ps(f, _mm256_maskload_ps(p, m.lo), _mm256_castsi256_ps(m.lo)),
+          _mm256_blendv_ps(f, _mm256_maskload_ps(p + 8, m.hi), _mm256_castsi256_ps(m.hi))};
 }
 
 // lane i = vhsum(d[i])

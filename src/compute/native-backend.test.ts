@@ -23,6 +23,8 @@ const llamaQ8 = loadTestModel({ preset: 'tiny', arch: 'llama', dtype: 'q8_0', se
 const gemma = loadTestModel({ preset: 'tiny', arch: 'gemma3', dtype: 'f32', seed: 14 });
 // RoPE frequency factors and a head size other than dim / heads
 const llama3 = loadTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f16', seed: 15, llama3Rope: true, headDim: 32 });
+// the usual head size, 64 values, four query heads to one KV head
+const wideHeads = loadTestModel({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 16, headDim: 64, kvHeadCount: 1 });
 
 for (const [label, model] of [
   ['qwen2 f32 GQA', qwen],
@@ -104,7 +106,8 @@ test('attention splits a long row over threads only when a call has too few task
 });
 
 test('every instruction set and thread count gives the same logits, bit for bit', () => {
-  for (const model of [qwen, gemma]) {
+  // head sizes 16 and 64 (each instruction set groups attention's row-heads and keys by its registers)
+  for (const model of [qwen, gemma, wideHeads]) {
     const prompt = promptOf(model, 90, 5);
     const want = prefillLogits(forwardFor(model, 32, 16, native), prompt, 90);
     // 90 rows a call go through the plain tile, 7 through the wide one where the instruction set has it
