@@ -26,10 +26,15 @@ namespace avx2 {
 // 2 rows × 3 outputs: each V16 is two registers, so 12 accumulators + 2 x + 1 w of the 16
 #define KVF_TILE_ROWS 2
 #define KVF_TILE_COLS 3
+// F32, F16 and BF16 tiles (and a dequantized copy's) run in two passes of 8 lanes (kernels-body.inc, halfPassTile),
+// so 4 rows × 3 outputs fit: 12 accumulators + 3 w + an x value. A 512-row 135m F16 product, Zen 3: 0.63x the time
+// of the one-pass 2 × 3 tile, F32 0.70x, Q8_0 (through the copy) 0.68x; 6 × 2 spilled (docs/native.md).
+#define KVF_HALF_PASSES 1
+#define KVF_PLAIN_TILE_ROWS 4
 #include "simd-avx2.h"
-// small batches: 4 rows × 1 output, 4 accumulators + x for 2 × 4 rows + 2 w (3 × 2 was as fast at 3 rows and no
-// faster than 2 × 3 at 4). Through it go batches of 3-16 rows of every type; the block types skip the copy up to
-// there (it wins from 32 rows; docs/native.md).
+// small batches of the block types: 4 rows × 1 output, 4 accumulators + x for 2 × 4 rows + 2 w (3 × 2 was as fast
+// at 3 rows and no faster than 2 × 3 at 4). Through it go batches of 3-16 rows; they skip the copy up to there (it
+// wins from 32 rows; docs/native.md). The plain types' 4-row tile leaves it no rows.
 #define KVF_WIDE_ROWS 4
 #define KVF_WIDE_COLS 1
 #define KVF_DIRECT_ROWS_Q8 16
@@ -48,6 +53,8 @@ static_assert(2 * (KVF_SCORE_ROW_HEADS * KVF_SCORE_KEY_VECTORS + KVF_SCORE_KEY_V
 #undef KVF_DIRECT_ROWS_Q8
 #undef KVF_DIRECT_ROWS
 #undef KVF_SCORE_ROW_HEADS
+#undef KVF_HALF_PASSES
+#undef KVF_PLAIN_TILE_ROWS
 #undef KVF_SCORE_KEY_VECTORS
 #undef KVF_SUM_ACCUMULATORS
 #undef KVF_TILE_ROWS

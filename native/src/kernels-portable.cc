@@ -12,6 +12,8 @@ namespace kvf {
 namespace portable {
 #define KVF_TILE_ROWS 2
 #define KVF_TILE_COLS 2
+#define KVF_HALF_PASSES 0
+#define KVF_PLAIN_TILE_ROWS KVF_TILE_ROWS
 #include "simd-portable.h"
 // no wide tile; Q8_0 batches of up to 4 row tiles skip the dequantized copy, the other types' none
 #define KVF_WIDE_ROWS KVF_TILE_ROWS
@@ -27,6 +29,8 @@ namespace portable {
 #undef KVF_DIRECT_ROWS_Q8
 #undef KVF_DIRECT_ROWS
 #undef KVF_SCORE_ROW_HEADS
+#undef KVF_HALF_PASSES
+#undef KVF_PLAIN_TILE_ROWS
 #undef KVF_SCORE_KEY_VECTORS
 #undef KVF_SUM_ACCUMULATORS
 #undef KVF_TILE_ROWS

@@ -134,6 +134,27 @@ static inline V16 vloadPartialFill(const float* p, int n, float fill) {
           _mm256_blendv_ps(f, _mm256_maskload_ps(p + 8, m.hi), _mm256_castsi256_ps(m.hi))};
 }
 
+// Half vectors: lanes 0..7 or 8..15 of a V16, for the two-pass matmul tiles (kernels-body.inc, KVF_HALF_PASSES)
+using Half = __m256;
+static inline Half hzero() { return _mm256_setzero_ps(); }
+static inline Half hfma(Half a, Half b, Half c) { return _mm256_fmadd_ps(a, b, c); }
+static inline Half hload(const float* p) { return _mm256_loadu_ps(p); }
+static inline Half hloadF16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+static inline Half hloadBF16(const uint16_t* p) { return bf16Widen8(p); }
+// the first n values (0..8), zeros after them
+static inline Half hloadPartial(const float* p, int n) { return _mm256_maskload_ps(p, laneMasks(n).lo); }
+static inline Half hloadF16Partial(const uint16_t* p, int n) {
+  alignas(16) uint16_t t[8] = {};
+  std::memcpy(t, p, sizeof(uint16_t) * static_cast<size_t>(n));
+  return hloadF16(t);
+}
+static inline Half hloadBF16Partial(const uint16_t* p, int n) {
+  alignas(16) uint16_t t[8] = {};
+  std::memcpy(t, p, sizeof(uint16_t) * static_cast<size_t>(n));
+  return hloadBF16(t);
+}
+static inline void vsetHalf(V16& a, int h, Half v) { (h == 0 ? a.lo : a.hi) = v; }
+
 // lane i = vhsum(d[i])
 // always inlined: out of line, the 16 accumulators would go through memory after every matmul tile
 __attribute__((always_inline)) static inline V16 vhsum16(const V16* d) {
