@@ -141,18 +141,6 @@ static inline Half hfma(Half a, Half b, Half c) { return _mm256_fmadd_ps(a, b, c
 static inline Half hload(const float* p) { return _mm256_loadu_ps(p); }
 static inline Half hloadF16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 static inline Half hloadBF16(const uint16_t* p) { return bf16Widen8(p); }
-// the first n values (0..8), zeros after them
-static inline Half hloadPartial(const float* p, int n) { return _mm256_maskload_ps(p, laneMasks(n).lo); }
-static inline Half hloadF16Partial(const uint16_t* p, int n) {
-  alignas(16) uint16_t t[8] = {};
-  std::memcpy(t, p, sizeof(uint16_t) * static_cast<size_t>(n));
-  return hloadF16(t);
-}
-static inline Half hloadBF16Partial(const uint16_t* p, int n) {
-  alignas(16) uint16_t t[8] = {};
-  std::memcpy(t, p, sizeof(uint16_t) * static_cast<size_t>(n));
-  return hloadBF16(t);
-}
 static inline void vsetHalf(V16& a, int h, Half v) { (h == 0 ? a.lo : a.hi) = v; }
 
 // lane i = vhsum(d[i])
