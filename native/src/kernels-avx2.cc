@@ -31,6 +31,7 @@ namespace avx2 {
 // of the one-pass 2 × 3 tile, F32 0.70x, Q8_0 (through the copy) 0.68x; 6 × 2 spilled (docs/native.md).
 #define KVF_HALF_PASSES 1
 #define KVF_PLAIN_TILE_ROWS 4
+#define KVF_X_BLOCK_BYTES 196608
 #include "simd-avx2.h"
 // small batches of the block types: 4 rows × 1 output, 4 accumulators + x for 2 × 4 rows + 2 w (3 × 2 was as fast
 // at 3 rows and no faster than 2 × 3 at 4). Through it go batches of 3-16 rows; they skip the copy up to there (it
@@ -55,6 +56,7 @@ static_assert(2 * (KVF_SCORE_ROW_HEADS * KVF_SCORE_KEY_VECTORS + KVF_SCORE_KEY_V
 #undef KVF_SCORE_ROW_HEADS
 #undef KVF_HALF_PASSES
 #undef KVF_PLAIN_TILE_ROWS
+#undef KVF_X_BLOCK_BYTES
 #undef KVF_SCORE_KEY_VECTORS
 #undef KVF_SUM_ACCUMULATORS
 #undef KVF_TILE_ROWS

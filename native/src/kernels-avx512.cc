@@ -31,6 +31,7 @@ namespace avx512 {
 // a V16 is one register: plain tiles run in one pass, with the same rows
 #define KVF_HALF_PASSES 0
 #define KVF_PLAIN_TILE_ROWS KVF_TILE_ROWS
+#define KVF_X_BLOCK_BYTES 0
 // a plain type's 32-value step must fit the registers: past them GCC spills accumulators (a 4 × 6 tile did)
 static_assert(2 * KVF_TILE_ROWS + KVF_TILE_ROWS * KVF_TILE_COLS + 2 <= 32, "the matmul tile must fit the 32 registers");
 // small batches: 5 rows × 4 outputs, 20 accumulators + x for 2 × 5 rows + 2 w (6 × 3 ran 1.2-1.5x the time; 4 × 4
@@ -60,6 +61,7 @@ static_assert(2 * KVF_WIDE_ROWS + KVF_WIDE_ROWS * KVF_WIDE_COLS + 2 <= 32, "the 
 #undef KVF_SCORE_ROW_HEADS
 #undef KVF_HALF_PASSES
 #undef KVF_PLAIN_TILE_ROWS
+#undef KVF_X_BLOCK_BYTES
 #undef KVF_SCORE_KEY_VECTORS
 #undef KVF_SUM_ACCUMULATORS
 }  // namespace avx512

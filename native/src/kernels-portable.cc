@@ -14,6 +14,7 @@ namespace portable {
 #define KVF_TILE_COLS 2
 #define KVF_HALF_PASSES 0
 #define KVF_PLAIN_TILE_ROWS KVF_TILE_ROWS
+#define KVF_X_BLOCK_BYTES 0
 #include "simd-portable.h"
 // no wide tile; Q8_0 batches of up to 4 row tiles skip the dequantized copy, the other types' none
 #define KVF_WIDE_ROWS KVF_TILE_ROWS
@@ -31,6 +32,7 @@ namespace portable {
 #undef KVF_SCORE_ROW_HEADS
 #undef KVF_HALF_PASSES
 #undef KVF_PLAIN_TILE_ROWS
+#undef KVF_X_BLOCK_BYTES
 #undef KVF_SCORE_KEY_VECTORS
 #undef KVF_SUM_ACCUMULATORS
 #undef KVF_TILE_ROWS

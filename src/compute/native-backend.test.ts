@@ -105,6 +105,34 @@ test('attention splits a long row over threads only when a call has too few task
   }
 });
 
+test('a batch whose weight rows span several blocks: every output the bits of its row alone, on every instruction set', () => {
+  // 8,192-value rows: 32 KiB of f32 or 16 KiB of f16/bf16 a weight row, so AVX2's 192 KiB blocks of weight rows (which
+  // its plain tiles walk with 4 rows of x held) are 6 or 12 outputs and each task has several; 17 rows end in a lone one
+  const random = new SeededRandom(37);
+  const [inDim, outDim, rowCount] = [8192, 40, 17];
+  const x = gaussian(random, rowCount * inDim);
+  for (const dtype of ['f32', 'f16', 'bf16'] as const) {
+    const w = weightMatrix(random, dtype, inDim, outDim);
+    const one = nativeBackendForTest({ threadCount: 1 });
+    const alone = new Float32Array(rowCount * outDim);
+    try {
+      for (let r = 0; r < rowCount; r++)
+        one.matmul(alone.subarray(r * outDim, (r + 1) * outDim), x.subarray(r * inDim, (r + 1) * inDim), 1, w);
+    } finally {
+      one.close();
+    }
+    assertSameOnEveryIsa(
+      (backend) => {
+        const batched = new Float32Array(rowCount * outDim);
+        backend.matmul(batched, x, rowCount, w);
+        return batched;
+      },
+      alone,
+      `${dtype} ${inDim}→${outDim}, ${rowCount} rows`,
+    );
+  }
+});
+
 test('every instruction set and thread count gives the same logits, bit for bit', () => {
   // head sizes 16 and 64 (each instruction set groups attention's row-heads and keys by its registers)
   for (const model of [qwen, gemma, wideHeads]) {
