@@ -1,9 +1,11 @@
 /**
  * `npm run bench:products`: the matrix products of one decode token (every layer's, batch 1 unless --rows), called
  * back to back, as GB/s of weights, for this build of the addon against a baseline build of it (another
- * kvfence_native.node, e.g. one built from an earlier commit). Each measurement runs in its own process, and the two
- * builds alternate pair by pair, so the drift of a shared machine falls on both; prints each pair's ratio and their
- * median. Without --baseline, this build's figures alone. The kernel changes in docs/native.md were measured this way.
+ * kvfence_native.node, e.g. one built from an earlier commit). Each of --pairs processes loads both builds and runs
+ * --passes turns, each build once a turn, so the drift of a shared machine falls on both within a second; prints each
+ * process's median time ratio (this build ÷ baseline, turn by turn) and their median. Without --baseline, this build's
+ * figures alone. The kernel changes in docs/native.md were measured this way (before 2026-12-07, with each build in a
+ * process of its own, the processes alternated: ratios scattered ±15-30% on a shared 2-vCPU VM, turn by turn ±5-10%).
  *
  *   npm run bench:products -- [--models 135m-q8_0,135m-q4_k_m] [--baseline path/to/kvfence_native.node]
  *                             [--pairs 5] [--rows 1] [--passes 40] [--threads 2] [--isa avx512|avx2|portable]
@@ -53,34 +55,25 @@ for (const spec of values.models!.split(',')) {
     { preset: m.preset, arch: 'llama', dtype: m.dtype, seed: 1 },
     join('.cache', 'bench'),
   );
-  const measure = (addonPath: string) =>
+  const addonPaths = baseline === undefined ? [DEFAULT_ADDON_PATH] : [DEFAULT_ADDON_PATH, baseline];
+  const runs = Array.from({ length: pairs }, () =>
     runWorker<ProductsResult>(
       'products-worker.js',
-      { ...common, modelPath, addonPath } satisfies ProductsJob,
+      { ...common, modelPath, addonPaths } satisfies ProductsJob,
       process.env,
-    );
-  const mine: ProductsResult[] = [];
-  const theirs: ProductsResult[] = [];
-  for (let pair = 0; pair < pairs; pair++) {
-    // alternate which goes first, so a trend in the machine's speed falls on both alike
-    const order =
-      baseline === undefined
-        ? [DEFAULT_ADDON_PATH]
-        : pair % 2 === 0
-          ? [DEFAULT_ADDON_PATH, baseline]
-          : [baseline, DEFAULT_ADDON_PATH];
-    for (const addon of order) (addon === DEFAULT_ADDON_PATH ? mine : theirs).push(measure(addon));
-  }
-  // each process's time, then the median rate
-  const times = (rs: ProductsResult[]) =>
-    `${rs.map((r) => fixed(r.milliseconds, 2)).join(' ')} ms, ` +
-    `${fixed(median(rs.map((r) => r.weightBytes / r.milliseconds / 1e6)), 1)} GB/s`;
-  const first = mine[0]!;
-  let line = `${spec} (${first.isa}, ${fixed(first.weightBytes / 1e6, 0)} MB): this build ${times(mine)}`;
+    ),
+  );
+  // each process's median time, then the median rate over the processes
+  const times = (build: number) => {
+    const ms = runs.map((r) => median(r.milliseconds[build]!));
+    return `${ms.map((m) => fixed(m, 2)).join(' ')} ms, ${fixed(median(ms.map((m) => runs[0]!.weightBytes / m / 1e6)), 1)} GB/s`;
+  };
+  const first = runs[0]!;
+  let line = `${spec} (${first.isa}, ${fixed(first.weightBytes / 1e6, 0)} MB): this build ${times(0)}`;
   if (baseline !== undefined) {
-    const ratios = mine.map((r, i) => r.milliseconds / theirs[i]!.milliseconds);
-    line += `; baseline ${times(theirs)}`;
-    line += `; time ratio by pair ${ratios.map((r) => fixed(r, 3)).join(' ')}, median ${fixed(median(ratios), 3)}`;
+    const ratios = runs.map((r) => median(r.milliseconds[0]!.map((ms, turn) => ms / r.milliseconds[1]![turn]!)));
+    line += `; baseline ${times(1)}`;
+    line += `; time ratio by process ${ratios.map((r) => fixed(r, 3)).join(' ')}, median ${fixed(median(ratios), 3)}`;
   }
   process.stdout.write(`${line}\n`);
 }
