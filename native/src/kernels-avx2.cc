@@ -19,6 +19,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <utility>
 
 namespace kvf {

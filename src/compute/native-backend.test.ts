@@ -106,12 +106,17 @@ test('attention splits a long row over threads only when a call has too few task
 });
 
 test('a batch whose weight rows span several blocks: every output the bits of its row alone, on every instruction set', () => {
-  // 8,192-value rows: 32 KiB of f32 or 16 KiB of f16/bf16 a weight row, so AVX2's 192 KiB blocks of weight rows (which
-  // its plain tiles walk with 4 rows of x held) are 6 or 12 outputs and each task has several; 17 rows end in a lone one
+  // AVX2's plain tiles hold 4 rows of x and walk 192 KiB blocks of weight rows, and a quantized batch of more than 16
+  // rows dequantizes such a block at a time: rows of 8,192 f32 (32 KiB), f16 or bf16 values and of 4,096 quantized ones
+  // (16 KiB dequantized) make blocks of 6 or 12 outputs, several a task; 17 rows end in a lone one
   const random = new SeededRandom(37);
-  const [inDim, outDim, rowCount] = [8192, 40, 17];
-  const x = gaussian(random, rowCount * inDim);
-  for (const dtype of ['f32', 'f16', 'bf16'] as const) {
+  const [outDim, rowCount] = [40, 17];
+  const cases = [
+    ...(['f32', 'f16', 'bf16'] as const).map((dtype) => ({ dtype, inDim: 8192 })),
+    ...(['q8_0', 'q4_0', 'q4_k', 'q6_k'] as const).map((dtype) => ({ dtype, inDim: 4096 })),
+  ];
+  for (const { dtype, inDim } of cases) {
+    const x = gaussian(random, rowCount * inDim);
     const w = weightMatrix(random, dtype, inDim, outDim);
     const one = nativeBackendForTest({ threadCount: 1 });
     const alone = new Float32Array(rowCount * outDim);
