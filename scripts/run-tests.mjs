@@ -65,16 +65,22 @@ if (files.length === 0) {
 const sideBySide = (file) =>
   (file.startsWith('dist/src/') && !TIMED_UNITS.includes(file)) || SIDE_BY_SIDE.includes(file);
 
-const phases = [
-  { files: files.filter(sideBySide), concurrency: 2 },
-  { files: files.filter((file) => !sideBySide(file)), concurrency: 1 },
-];
+// `--test-concurrency` came in Node 20.10; without it node runs a file a core at a time, so older versions get one
+// `node --test` a file, in turn
+const [major, minor] = process.versions.node.split('.').map(Number);
+const phases =
+  major > 20 || (major === 20 && minor >= 10)
+    ? [
+        { files: files.filter(sideBySide), flags: ['--test-concurrency=2'], what: '2 at a time' },
+        { files: files.filter((file) => !sideBySide(file)), flags: ['--test-concurrency=1'], what: 'one at a time' },
+      ]
+    : files.map((file) => ({ files: [file], flags: [], what: 'alone (Node before 20.10)' }));
 let status = 0;
 for (const phase of phases) {
   if (phase.files.length === 0) continue;
   const count = phase.files.length;
-  console.log(`\n# ${count} test file${count === 1 ? '' : 's'}, ${phase.concurrency} at a time\n`);
-  const args = ['--test', `--test-concurrency=${phase.concurrency}`, '--test-reporter=spec', ...phase.files];
+  console.log(`\n# ${count} test file${count === 1 ? '' : 's'}, ${phase.what}\n`);
+  const args = ['--test', ...phase.flags, '--test-reporter=spec', ...phase.files];
   const result = spawnSync(process.execPath, args, { stdio: 'inherit' });
   if (result.status !== 0) status = result.status ?? 1;
 }
