@@ -80,15 +80,7 @@ static inline V16 vloadQ8(const int8_t* q, float d) {
   const __m256 s = _mm256_set1_ps(d);
   return {_mm256_mul_ps(q8Widen8(q), s), _mm256_mul_ps(q8Widen8(q + 8), s)};
 }
-#include "simd-q32-words.h"
-// 8 int8 packed little-endian in a word, as f32
-static inline __m256 i8Widen8(uint64_t q) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(static_cast<long long>(q))));
-}
-static inline void vcvtQ32(Q32 q, V16& lo, V16& hi) {
-  lo = {i8Widen8(q.w[0]), i8Widen8(q.w[1])};
-  hi = {i8Widen8(q.w[2]), i8Widen8(q.w[3])};
-}
+#include "simd-q32-ymm.h"
 static inline float f16Scalar(uint16_t h) { return _cvtsh_ss(h); }
 
 #define KVF_V16_BINARY(name, op) \

@@ -1,10 +1,9 @@
-// Q32 in four little-endian 64-bit words, for the portable path and the AVX2 one (where this scalar unpacking runs on
-// the integer units beside the vector work and beats byte shuffles in vector registers). Included by simd-portable.h
-// and simd-avx2.h inside their namespace; each adds its own vcvtQ32.
+// Q32 in four little-endian 64-bit words, for the portable path (AVX2 has its own, simd-q32-ymm.h). Included by
+// simd-portable.h inside its namespace, which adds vcvtQ32.
 #pragma once
 
 // Q32: the 32 quants of a block (values 32·i .. 32·i + 31 of it) as 32 bytes, while a block decoder assembles them
-// from their bit fields with integer operations only — every path (simd-avx2.h, simd-avx512.h, this plain version
+// from their bit fields with integer operations only — every path (simd-q32-ymm.h, simd-avx512.h, this plain version
 // in four little-endian 64-bit words, byte j of word w being value 8w + j) gets the same integers. Bytes stay in
 // 0..255 and no operation carries into the next byte; q32Centre subtracts the format's offset, after which a byte is
 // the signed int8 quant that vcvtQ32 converts to f32, exactly (values 0..15 in lo, 16..31 in hi).
