@@ -82,6 +82,14 @@ static inline V16 vloadQ8(const int8_t* q, float d) {
 }
 #include "simd-q32-ymm.h"
 static inline float f16Scalar(uint16_t h) { return _cvtsh_ss(h); }
+// every lane the f16 at p (a block's scale): a word broadcast and one conversion instead of the scalar's insert,
+// convert and broadcast (135m Q4_0 and Q4_K_M decode products: 0.98x the time)
+static inline V16 vset1F16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  const __m256 v = _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+  return {v, v};
+}
 
 #define KVF_V16_BINARY(name, op) \
   static inline V16 name(V16 a, V16 b) { return {op(a.lo, b.lo), op(a.hi, b.hi)}; }

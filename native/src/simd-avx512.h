@@ -104,6 +104,12 @@ static inline void vcvtQ32(Q32 q, V16& lo, V16& hi) {
   hi = {_mm512_cvtepi32_ps(q.hi)};
 }
 static inline float f16Scalar(uint16_t h) { return _cvtsh_ss(h); }
+// every lane the f16 at p (a block's scale)
+static inline V16 vset1F16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return vset1(f16Scalar(h));
+}
 
 static inline V16 vadd(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }
 static inline V16 vsub(V16 a, V16 b) { return {_mm512_sub_ps(a.v, b.v)}; }

@@ -71,6 +71,12 @@ static inline uint16_t f16Bits(float f) {
 static inline void vstoreF16Partial(uint16_t* p, V16 a, int n) {
   for (int j = 0; j < n; j++) p[j] = f16Bits(a.v[j]);
 }
+// every lane the f16 at p (a block's scale)
+static inline V16 vset1F16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return vset1(f16Scalar(h));
+}
 static inline float bf16Scalar(uint16_t b) {
   const uint32_t bits = static_cast<uint32_t>(b) << 16;
   float f;
