@@ -35,6 +35,32 @@ constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
 constexpr int64_t kInlineWork = int64_t{1} << 15;
+// a single row's long tasks, one a thread, cover this share (%) of the columns; short ones the rest
+constexpr int64_t kDecodeHeadShare = 90;
+
+struct ColumnRange {
+  int64_t begin;
+  int64_t end;
+};
+// A matmul's output columns over tasks: headTasks tasks of head columns, then tasks of tail columns to the end.
+struct ColumnSplit {
+  int64_t columns;
+  int64_t head;
+  int32_t headTasks;
+  int64_t tail;
+  int32_t tasks;
+  static ColumnSplit uniform(int64_t columns, int64_t chunk) {
+    return {columns, 0, 0, chunk, static_cast<int32_t>((columns + chunk - 1) / chunk)};
+  }
+  static ColumnSplit headed(int64_t columns, int64_t head, int32_t headTasks, int64_t tail) {
+    const int64_t rest = columns - head * headTasks;
+    return {columns, head, headTasks, tail, headTasks + static_cast<int32_t>((rest + tail - 1) / tail)};
+  }
+  ColumnRange range(int32_t t) const {
+    const int64_t begin = t < headTasks ? t * head : headTasks * head + (t - headTasks) * tail;
+    return {begin, std::min(begin + (t < headTasks ? head : tail), columns)};
+  }
+};
 // attention's span states when a call splits its rows' spans over tasks (64 MiB; a call that would need more walks
 // each row's spans in one task instead)
 constexpr int64_t kPartialFloatsMax = int64_t{1} << 24;
@@ -249,33 +275,37 @@ class Context : public Napi::ObjectWrap<Context> {
     requireDisjoint(env, out, w.bytes, "out", "the weights");
     counts_[kMatmul]++;
     if (rowCount == 0) return env.Undefined();
-    const auto chunk = static_cast<int32_t>(columnChunk(rowCount, inDim, outDim));
     struct Job {
       MatmulArgs args;
-      int32_t chunk;
+      ColumnSplit split;
       const KernelTable* k;
     };
     const Job job{{out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
                    static_cast<int32_t>(outDim), nullptr, false},
-                  chunk, &k};
-    const auto tasks = static_cast<int32_t>((outDim + chunk - 1) / chunk);
-    pool_->run(tasks, [](const void* c, int32_t t) {
+                  columnSplit(rowCount, inDim, outDim), &k};
+    pool_->run(job.split.tasks, [](const void* c, int32_t t) {
       const auto* j = static_cast<const Job*>(c);
-      const int32_t begin = t * j->chunk;
-      j->k->matmul(j->args, begin, std::min(begin + j->chunk, j->args.outDim));
+      const ColumnRange r = j->split.range(t);
+      j->k->matmul(j->args, static_cast<int32_t>(r.begin), static_cast<int32_t>(r.end));
     }, &job);
     return env.Undefined();
   }
 
-  // Output columns per matmul task: all of them when the call is small, else in multiples of every tile width, one
-  // task a thread for a single row (a decode step, bound by reading the weights: each task starts a stream of its
-  // own, which costs ~1 µs to get going from memory) and about two a thread for more (slack for a thread that starts
-  // late). One task a thread made a decode token's products of 135m Q8_0 take 0.93× the time (docs/native.md).
-  int64_t columnChunk(int64_t rowCount, int64_t inDim, int64_t columns) const {
-    if (rowCount * inDim * columns < kInlineWork || pool_->threadCount() <= 1) return columns;
-    const int64_t tasks = pool_->threadCount() * (rowCount == 1 ? 1 : 2);
-    const int64_t perTask = (columns + tasks - 1) / tasks;
-    return std::min(columns, (perTask + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum);
+  // Output columns per matmul task: all of them when the call is small, else in multiples of every tile width. A
+  // single row (a decode step, bound by reading the weights: each task starts a stream of its own, which costs ~1 µs
+  // to get going from memory) gets one long task a thread over most of the columns, then two short ones a thread for
+  // whichever thread is done first: on a shared machine one core often runs behind (of uniform tasks, one a thread
+  // had made 135m Q8_0's decode products take 0.93x the time of two, four 1.03-1.06x; the long and short ones 0.97-0.99x
+  // of one a thread, Zen 3; docs/native.md, "Threading"). More rows get about two tasks a thread.
+  ColumnSplit columnSplit(int64_t rowCount, int64_t inDim, int64_t columns) const {
+    const auto quantum = [](int64_t n) { return (n + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum; };
+    const int64_t threads = pool_->threadCount();
+    if (rowCount * inDim * columns < kInlineWork || threads <= 1) return ColumnSplit::uniform(columns, columns);
+    if (rowCount > 1) return ColumnSplit::uniform(columns, std::min(columns, quantum((columns + 2 * threads - 1) / (2 * threads))));
+    const int64_t head = quantum(columns * kDecodeHeadShare / (100 * threads));
+    const int64_t rest = columns - head * threads;
+    if (rest <= 0) return ColumnSplit::uniform(columns, std::min(columns, quantum((columns + threads - 1) / threads)));
+    return ColumnSplit::headed(columns, head, static_cast<int32_t>(threads), quantum((rest + 2 * threads - 1) / (2 * threads)));
   }
 
   // matmuls(x, rowCount, inDim, parts): several products of one input x in one pool dispatch (a layer's Q, K and V;
@@ -311,7 +341,7 @@ class Context : public Napi::ObjectWrap<Context> {
     };
     struct Job {
       MatmulArgs parts[kMatmulPartsMax];
-      int64_t chunk[kMatmulPartsMax];      // each part's columns per task, as a matmul of its own would split them
+      ColumnSplit split[kMatmulPartsMax];  // each part's tasks, as a matmul of its own would split them
       int32_t firstTask[kMatmulPartsMax + 1];  // the part's first task; tasks of all parts numbered one after another
       uint32_t count;
       const KernelTable* k;
@@ -338,8 +368,8 @@ class Context : public Napi::ObjectWrap<Context> {
       job.parts[p] = {out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
                       static_cast<int32_t>(outDim), bias.data, accumulate};
       // each part keeps the task size a matmul of its own would get (whose weight slab the cache was sized for)
-      job.chunk[p] = columnChunk(rowCount, inDim, outDim);
-      job.firstTask[p + 1] = job.firstTask[p] + static_cast<int32_t>((outDim + job.chunk[p] - 1) / job.chunk[p]);
+      job.split[p] = columnSplit(rowCount, inDim, outDim);
+      job.firstTask[p + 1] = job.firstTask[p] + job.split[p].tasks;
     }
     // no output may overlap what any part reads (x, weights, biases) or another part's output
     for (uint32_t p = 0; p < count; p++) {
@@ -356,9 +386,8 @@ class Context : public Napi::ObjectWrap<Context> {
       const auto* j = static_cast<const Job*>(c);
       uint32_t p = 0;
       while (t >= j->firstTask[p + 1]) p++;
-      const int64_t begin = (t - j->firstTask[p]) * j->chunk[p];
-      const int64_t end = std::min<int64_t>(begin + j->chunk[p], j->parts[p].outDim);
-      j->k->matmul(j->parts[p], static_cast<int32_t>(begin), static_cast<int32_t>(end));
+      const ColumnRange r = j->split[p].range(t - j->firstTask[p]);
+      j->k->matmul(j->parts[p], static_cast<int32_t>(r.begin), static_cast<int32_t>(r.end));
     }, &job);
     return env.Undefined();
   }
