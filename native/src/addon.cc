@@ -300,12 +300,14 @@ class Context : public Napi::ObjectWrap<Context> {
   ColumnSplit columnSplit(int64_t rowCount, int64_t inDim, int64_t columns) const {
     const auto quantum = [](int64_t n) { return (n + kColumnQuantum - 1) / kColumnQuantum * kColumnQuantum; };
     const int64_t threads = pool_->threadCount();
+    // n columns in whole tiles over two tasks a thread
+    const auto twoEach = [&](int64_t n) { return quantum((n + 2 * threads - 1) / (2 * threads)); };
     if (rowCount * inDim * columns < kInlineWork || threads <= 1) return ColumnSplit::uniform(columns, columns);
-    if (rowCount > 1) return ColumnSplit::uniform(columns, std::min(columns, quantum((columns + 2 * threads - 1) / (2 * threads))));
+    if (rowCount > 1) return ColumnSplit::uniform(columns, std::min(columns, twoEach(columns)));
     const int64_t head = quantum(columns * kDecodeHeadShare / (100 * threads));
-    const int64_t rest = columns - head * threads;
-    if (rest <= 0) return ColumnSplit::uniform(columns, std::min(columns, quantum((columns + threads - 1) / threads)));
-    return ColumnSplit::headed(columns, head, static_cast<int32_t>(threads), quantum((rest + 2 * threads - 1) / (2 * threads)));
+    // long tasks that already cover every column are one a thread (head is then the whole tiles over threads)
+    if (head * threads >= columns) return ColumnSplit::uniform(columns, std::min(columns, head));
+    return ColumnSplit::headed(columns, head, static_cast<int32_t>(threads), twoEach(columns - head * threads));
   }
 
   // matmuls(x, rowCount, inDim, parts): several products of one input x in one pool dispatch (a layer's Q, K and V;

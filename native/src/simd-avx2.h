@@ -73,9 +73,9 @@ static inline V16 vloadBF16Partial(const uint16_t* p, int n) {
   std::memcpy(t, p, sizeof(uint16_t) * static_cast<size_t>(n));
   return vloadBF16(t);
 }
-static inline __m256 q8Widen8(const int8_t* q) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))));
-}
+// the low 8 int8 of q as f32
+static inline __m256 i8Widen8(__m128i q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)); }
+static inline __m256 q8Widen8(const int8_t* q) { return i8Widen8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q))); }
 static inline V16 vloadQ8(const int8_t* q, float d) {
   const __m256 s = _mm256_set1_ps(d);
   return {_mm256_mul_ps(q8Widen8(q), s), _mm256_mul_ps(q8Widen8(q + 8), s)};

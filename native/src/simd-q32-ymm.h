@@ -58,6 +58,6 @@ static inline Q32 q32Centre(Q32 a) {
 static inline void vcvtQ32(Q32 q, V16& lo, V16& hi) {
   const __m128i a = _mm256_castsi256_si128(q.v);
   const __m128i b = _mm256_extracti128_si256(q.v, 1);
-  lo = {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8)))};
-  hi = {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)))};
+  lo = {i8Widen8(a), i8Widen8(_mm_srli_si128(a, 8))};
+  hi = {i8Widen8(b), i8Widen8(_mm_srli_si128(b, 8))};
 }
