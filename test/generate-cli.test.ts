@@ -45,6 +45,25 @@ test('text mode prints the text and the speeds; chat mode uses the template', ()
   );
 });
 
+test('a Q5_0 model is widened at load unless --keep-q5-0, and answers the same either way', () => {
+  const model = testModelFile({ preset: 'tiny', arch: 'llama', dtype: 'q5_0', seed: 5, logitScale: 8 });
+  const args = ['generate', '--model', model, '--prompt', 'abc def', '-n', '6', '--json'];
+  const widened = runCli(args);
+  const kept = runCli([...args, '--keep-q5-0']);
+  assert.equal(widened.status, 0, widened.stderr);
+  assert.equal(kept.status, 0, kept.stderr);
+  assert.match(
+    widened.stderr,
+    /^kvfence: \d+ Q5_0 tensors kept as Q8_0 blocks of the same values \(\+[\d.]+ MiB; --keep-q5-0/,
+  );
+  assert.doesNotMatch(kept.stderr, /Q5_0/);
+  const answer = (r: { stdout: string }) => {
+    const { tokens, logprobs } = JSON.parse(r.stdout) as GenerateJson;
+    return { tokens, logprobs };
+  };
+  assert.deepEqual(answer(widened), answer(kept));
+});
+
 test('a prompt over the context is refused with one line, before any work', () => {
   const model = testModelFile({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 5, contextLength: 32 });
   const r = runCli(['generate', '--model', model, '--prompt', 'word '.repeat(40), '-n', '4']);

@@ -42,6 +42,11 @@ const FLAGS: readonly Flag[] = [
     parse: parseChoice(BACKEND_PREFERENCES),
     default: 'auto',
   },
+  {
+    flags: '--keep-q5-0',
+    help: 'keep Q5_0 weights as stored (default: as Q8_0 blocks of the same values, 1.55x their bytes, faster products)',
+    on: ENGINE,
+  },
   { flags: '--host <host>', help: 'address to listen on', on: HTTP, default: SERVE_DEFAULTS.host },
   {
     flags: '--port <n>',
@@ -324,6 +329,8 @@ export interface ParsedFlags {
   model?: string;
   servedModelName?: string;
   backend: BackendPreference;
+  /** commander's name for `--keep-q5-0` */
+  keepQ50?: boolean;
   host: string;
   port: number;
   apiKeys?: string;
@@ -378,6 +385,7 @@ export function serveConfigOf(o: ParsedFlags): ServeConfig {
     host: o.host,
     port: o.port,
     backend: o.backend,
+    widenQ5_0: o.keepQ50 !== true,
     ...(o.apiKeys !== undefined ? { apiKeysPath: o.apiKeys } : {}),
     ...(o.kvPages !== undefined ? { kvPages: o.kvPages } : {}),
     ...(o.kvMemory !== undefined ? { kvMemory: o.kvMemory } : {}),
@@ -420,6 +428,7 @@ export function workerConfigOf(
     modelPath: resolved.modelPath,
     modelName: resolved.modelName,
     backend: o.backend,
+    widenQ5_0: o.keepQ50 !== true,
     settings: {
       pageSize: o.pageSize,
       pageCount: resolved.pageCount,

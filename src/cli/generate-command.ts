@@ -13,7 +13,7 @@ import { makeKvLayout, pagesForTokens } from '../kv/kv-layout.js';
 import { PagePool } from '../kv/page-pool.js';
 import { renderChatTemplate } from '../model/chat-template.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
-import { type LoadedModel, loadModel } from '../model/load-model.js';
+import { type LoadedModel, loadModel, widenedNote } from '../model/load-model.js';
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { median } from '../util/median.js';
@@ -33,6 +33,8 @@ interface GenerateCliOptions {
   pageSize: number;
   chunk: number;
   backend: BackendPreference;
+  /** commander's name for `--keep-q5-0` */
+  keepQ50?: boolean;
 }
 
 export function addGenerateCommand(program: Command): void {
@@ -50,6 +52,7 @@ export function addGenerateCommand(program: Command): void {
     .option('--page-size <tokens>', 'KV page size in tokens', parseInteger(1, 4096), 16)
     .option('--chunk <tokens>', 'prefill chunk size in tokens', parseInteger(1, 1 << 16), 64)
     .option('--backend <kind>', 'auto (native if built), native or reference', parseChoice(BACKEND_PREFERENCES), 'auto')
+    .option('--keep-q5-0', 'keep Q5_0 weights as stored (default: as Q8_0 blocks of the same values, faster)')
     .option('--json', 'print one JSON object instead of text')
     .option(
       '--repeat <n>',
@@ -83,7 +86,9 @@ function promptTokens(model: LoadedModel, o: GenerateCliOptions): number[] {
 }
 
 function runGenerate(o: GenerateCliOptions): void {
-  const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL));
+  const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL), { widenQ5_0: o.keepQ50 !== true });
+  const widened = widenedNote(model);
+  if (widened !== '') process.stderr.write(`kvfence: ${widened}\n`);
   const prompt = promptTokens(model, o);
   const c = model.config;
   const layout = makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, o.pageSize);

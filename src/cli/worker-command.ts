@@ -36,7 +36,7 @@ export function addWorkerCommand(program: Command, role: WorkerRole): void {
     const health =
       o.healthListen === undefined ? undefined : await serveWorkerHealth(o.healthListen, () => state.phase);
     if (health !== undefined) announce(`kvfence: ${role} worker: health on http://${health.address}`);
-    const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL));
+    const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL), { widenQ5_0: o.keepQ50 !== true });
     announce(weightsSummary(model));
     const config = workerConfigOf(role, o, {
       modelPath: model.path,

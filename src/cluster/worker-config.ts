@@ -26,6 +26,8 @@ export interface WorkerConfig {
   /** the model id every node of the cluster agrees on */
   modelName: string;
   backend: BackendPreference;
+  /** keep Q5_0 weights as Q8_0 blocks of the same values (load-model.ts; default true, `--keep-q5-0` false) */
+  widenQ5_0?: boolean;
   settings: WorkerSettings;
   /** host:port of the control listener (port 0: any) */
   controlListen: string;
@@ -78,6 +80,7 @@ export function parseWorkerStart(value: unknown): WorkerStart {
     modelPath: str(c['modelPath'], 'modelPath'),
     modelName: str(c['modelName'], 'modelName'),
     backend: backend as BackendPreference,
+    ...(c['widenQ5_0'] !== undefined ? { widenQ5_0: bool(c['widenQ5_0'], 'widenQ5_0') } : {}),
     settings: {
       pageSize: int(s['pageSize'], 'pageSize', 1, LIMITS.pageSizeTokensMax),
       pageCount: int(s['pageCount'], 'pageCount', 1, LIMITS.kvPagesMax),

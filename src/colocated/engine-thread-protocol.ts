@@ -14,6 +14,8 @@ import type { WorkerSettings } from '../engine/worker-kv.js';
 export interface EngineThreadData {
   modelPath: string;
   backend: BackendPreference;
+  /** keep Q5_0 weights as Q8_0 blocks of the same values (load-model.ts; default true, `--keep-q5-0` false) */
+  widenQ5_0?: boolean;
   settings: WorkerSettings;
   incidentsDb: string;
   logLevel: LogLevel;

@@ -48,7 +48,9 @@ export async function startServer(
   announce: (line: string) => void = () => {},
   parts: EngineParts & GatewayParts = ENGINE_PARTS,
 ): Promise<RunningServer> {
-  const model = loadModel(config.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL));
+  const model = loadModel(config.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL), {
+    widenQ5_0: config.widenQ5_0 ?? true,
+  });
   const pageCount = resolvePageCount(model, config.pageSize, config.kvPages, config.kvMemory);
   const logger = pino({ level: config.logLevel });
   const incidents = new IncidentStore(config.incidentsDb);
@@ -93,6 +95,7 @@ export async function startThreadedServer(
       data: {
         modelPath,
         backend: config.backend ?? 'auto',
+        widenQ5_0: config.widenQ5_0 ?? true,
         settings: workerSettingsOf(config, pageCount),
         incidentsDb: config.incidentsDb,
         logLevel: config.logLevel,

@@ -23,6 +23,8 @@ export interface ServeConfig {
   port: number;
   /** compute backend: auto (native when it loads, else the reference with a warning), native or reference */
   backend?: BackendPreference;
+  /** keep Q5_0 weights as Q8_0 blocks of the same values (load-model.ts; default true, `--keep-q5-0` false) */
+  widenQ5_0?: boolean;
   apiKeysPath?: string;
   kvPages?: number;
   kvMemory?: string;

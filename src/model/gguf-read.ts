@@ -22,9 +22,11 @@ import {
   type GgufValue,
   isQuantized,
   metaNumber,
+  QUANT_BLOCKS,
   tensorByteSize,
   type WeightDType,
 } from './gguf-types.js';
+import { widenedBytes, widenQ5_0 } from './widen-q5-0.js';
 
 export interface GgufTensorInfo {
   name: string;
@@ -328,42 +330,76 @@ export interface GgufFile {
   tensors: Map<string, GgufTensor>;
   /** the size of the buffer every tensor lives in */
   arenaBytes: number;
+  /** the tensors widened from Q5_0 into Q8_0 blocks (widen-q5-0.ts), and the bytes that added to the arena */
+  widened: { tensors: number; addedBytes: number };
 }
 
-/**
- * Reads the header and every tensor, each straight into its place in one arena from `allocate`. `checkHeader` runs
- * between the two, so a file its header already refuses costs no arena and no read of its weights.
- */
-export function readGguf(
-  path: string,
-  allocate: ArenaAllocator = (bytes) => new ArrayBuffer(bytes),
-  checkHeader: (header: GgufHeader) => void = () => {},
-): GgufFile {
+export interface ReadOptions {
+  /** memory for the weight arena (default: a plain ArrayBuffer) */
+  allocate?: ArenaAllocator;
+  /** runs between the header and the tensors, so a file its header already refuses costs no arena and no read */
+  checkHeader?: (header: GgufHeader) => void;
+  /** keep Q5_0 tensors as Q8_0 blocks of the same values (widen-q5-0.ts) */
+  widenQ5_0?: boolean;
+}
+
+/** Q5_0 blocks read at a time into the staging buffer of a widened tensor (1.4 MB) */
+const WIDEN_STAGING_BLOCKS = 1 << 16;
+
+/** Reads the header and every tensor, each straight into its place in one arena (a widened one through a staging buffer). */
+export function readGguf(path: string, options: ReadOptions = {}): GgufFile {
+  const { allocate = (bytes: number) => new ArrayBuffer(bytes), checkHeader = () => {} } = options;
   const fd = openFileForReading(path);
   try {
     const header = parseHeader(fd, path);
     checkHeader(header);
+    const kept = header.tensors.map((info) =>
+      options.widenQ5_0 === true && info.dtype === 'q5_0'
+        ? { ...info, dtype: 'q8_0' as const, byteSize: widenedBytes(info.byteSize) }
+        : info,
+    );
     const offsets: number[] = [];
     let arenaBytes = 0;
-    for (const info of header.tensors) {
+    for (const info of kept) {
       offsets.push(arenaBytes);
       arenaBytes += Math.ceil(info.byteSize / TENSOR_ALIGNMENT) * TENSOR_ALIGNMENT;
     }
     const arena = allocate(arenaBytes);
     const tensors = new Map<string, GgufTensor>();
-    for (const [i, info] of header.tensors.entries()) {
+    const widened = { tensors: 0, addedBytes: 0 };
+    let staging: Uint8Array | undefined;
+    for (const [i, info] of kept.entries()) {
+      const stored = header.tensors[i]!;
       const data = tensorView(info.dtype, arena, offsets[i]!, info);
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-      let done = 0;
-      while (done < bytes.length) {
-        const got = readSync(fd, bytes, done, Math.min(bytes.length - done, READ_BYTES_MAX), info.fileOffset + done);
-        if (got === 0) throw bad(path, `truncated inside tensor ${info.name}`);
-        done += got;
+      if (info.dtype === stored.dtype) {
+        readRange(fd, path, stored, bytes, 0);
+      } else {
+        staging ??= new Uint8Array(WIDEN_STAGING_BLOCKS * QUANT_BLOCKS.q5_0.bytes);
+        for (let done = 0; done < stored.byteSize; done += staging.length) {
+          const piece = staging.subarray(0, Math.min(staging.length, stored.byteSize - done));
+          readRange(fd, path, stored, piece, done);
+          const at = widenedBytes(done);
+          widenQ5_0(piece, bytes.subarray(at, at + widenedBytes(piece.length)));
+        }
+        widened.tensors++;
+        widened.addedBytes += info.byteSize - stored.byteSize;
       }
       tensors.set(info.name, { name: info.name, dtype: info.dtype, dims: info.dims, data });
     }
-    return { header, tensors, arenaBytes };
+    return { header, tensors, arenaBytes, widened };
   } finally {
     closeSync(fd);
+  }
+}
+
+/** Fills `into` with the tensor's bytes from `from` on. */
+function readRange(fd: number, path: string, info: GgufTensorInfo, into: Uint8Array, from: number): void {
+  let done = 0;
+  while (done < into.length) {
+    const at = info.fileOffset + from + done;
+    const got = readSync(fd, into, done, Math.min(into.length - done, READ_BYTES_MAX), at);
+    if (got === 0) throw bad(path, `truncated inside tensor ${info.name}`);
+    done += got;
   }
 }

@@ -70,9 +70,11 @@ test('write then read gives back every metadata value and tensor byte, each tens
   const path = join(dir, 'roundtrip.gguf');
   writeGguf(path, metadata, tensors);
   const arenas: ArrayBuffer[] = [];
-  const file = readGguf(path, (bytes) => {
-    arenas.push(new ArrayBuffer(bytes));
-    return arenas.at(-1)!;
+  const file = readGguf(path, {
+    allocate: (bytes) => {
+      arenas.push(new ArrayBuffer(bytes));
+      return arenas.at(-1)!;
+    },
   });
   assert.deepEqual(file.header.metadata, metadata);
   assert.equal(file.header.alignment, 64);

@@ -6,7 +6,7 @@ import { ReferenceBackend } from '../../src/compute/reference-backend.js';
 import { makeKvLayout } from '../../src/kv/kv-layout.js';
 import { PagePool } from '../../src/kv/page-pool.js';
 import { writeGguf } from '../../src/model/gguf-write.js';
-import { type LoadedModel, loadModel } from '../../src/model/load-model.js';
+import { type LoadedModel, type LoadOptions, loadModel } from '../../src/model/load-model.js';
 import { makeTestModel, type TestModelOptions } from '../../src/model/test-model.js';
 import { tempDirectory } from './temp.js';
 
@@ -25,8 +25,8 @@ export function testModelFile(options: TestModelOptions): string {
   return path;
 }
 
-export function loadTestModel(options: TestModelOptions): LoadedModel {
-  return loadModel(testModelFile(options));
+export function loadTestModel(options: TestModelOptions, load: LoadOptions = {}): LoadedModel {
+  return loadModel(testModelFile(options), load);
 }
 
 export function forwardFor(
