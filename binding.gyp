@@ -9,6 +9,7 @@
         "native/src/thread-pool.cc",
         "native/src/xxh3.cc",
         "native/src/xxh3-avx2.cc",
+        "native/src/widen-q5-0.cc",
         "native/src/kernels-avx512.cc",
         "native/src/kernels-avx2.cc",
         "native/src/kernels-portable.cc",

@@ -24,13 +24,14 @@
 #include "dispatch.h"
 #include "kernels.h"
 #include "thread-pool.h"
+#include "widen-q5-0.h"
 #include "xxh3.h"
 
 namespace kvf {
 namespace {
 
 // Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
-constexpr int32_t kAbiVersion = 10;
+constexpr int32_t kAbiVersion = 11;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
@@ -854,6 +855,23 @@ Napi::Value Xxh3Copy(const Napi::CallbackInfo& info) {
   return Napi::BigInt::New(env, xxh3Copy(source.data, length, destination.data, xxh3IsaArg(info, 2)));
 }
 
+// widenQ5_0(src, dst): src's Q5_0 blocks into dst as Q8_0 blocks of the same values (the model loader's widening)
+Napi::Value WidenQ5_0(const Napi::CallbackInfo& info) {
+  const Napi::Env env = info.Env();
+  if (info.Length() != 2) throwType(env, "widenQ5_0 takes two Uint8Arrays");
+  const auto source = typedArrayArg<uint8_t>(info, 0, napi_uint8_array, "Uint8Array", "widenQ5_0's source");
+  const auto destination = typedArrayArg<uint8_t>(info, 1, napi_uint8_array, "Uint8Array", "widenQ5_0's destination");
+  const size_t blocks = source.length / kQ5_0BlockBytes;
+  if (source.length % kQ5_0BlockBytes != 0) throwRange(env, "widenQ5_0: the source is not whole Q5_0 blocks");
+  if (destination.length != blocks * kWidenedBlockBytes) throwRange(env, "widenQ5_0: the destination does not fit the blocks");
+  const auto from = reinterpret_cast<uintptr_t>(source.data);
+  const auto to = reinterpret_cast<uintptr_t>(destination.data);
+  if (blocks > 0 && from < to + destination.length && to < from + source.length)
+    throwType(env, "widenQ5_0: the ranges overlap");
+  widenQ5_0(source.data, blocks, destination.data);
+  return env.Undefined();
+}
+
 // the forms of XXH3's long-input loop this CPU runs, best first
 Napi::Value Xxh3Isas(Napi::Env env) {
   const std::vector<Xxh3Isa>& isas = xxh3Isas();
@@ -870,6 +888,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("xxh3", Napi::Function::New<Xxh3>(env, "xxh3"));
   exports.Set("xxh3Copy", Napi::Function::New<Xxh3Copy>(env, "xxh3Copy"));
   exports.Set("xxh3Isas", Xxh3Isas(env));
+  exports.Set("widenQ5_0", Napi::Function::New<WidenQ5_0>(env, "widenQ5_0"));
   exports.Set("adviseHugePages", Napi::Function::New<AdviseHugePages>(env, "adviseHugePages"));
   exports.Set("dupFd", Napi::Function::New<DupFd>(env, "dupFd"));
   exports.Set("abiVersion", Napi::Number::New(env, kAbiVersion));

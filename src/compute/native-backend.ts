@@ -29,7 +29,7 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 10;
+const ADDON_ABI_VERSION = 11;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
@@ -145,6 +145,8 @@ export interface NativeAddon {
   ) => NativeAead;
   /** whether this CPU runs AEGIS-256X4 (x86: AES-NI and AVX) */
   aegis256x4Runs: boolean;
+  /** src's Q5_0 blocks into dst as Q8_0 blocks of the same values (src/model/widen-q5-0.ts, whose loop it runs) */
+  widenQ5_0(src: Uint8Array, dst: Uint8Array): void;
   /** a second descriptor for the same open socket (close-on-exec); throws with errno's text */
   dupFd(fd: number): number;
   abiVersion: number;

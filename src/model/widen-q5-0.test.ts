@@ -3,18 +3,19 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { randomBlocks } from '../../test/fixtures/ggml-dequant.js';
 import { tempDirectory } from '../../test/helpers/temp.js';
+import { loadAddon } from '../compute/native-backend.js';
 import { readGguf } from './gguf-read.js';
 import { type GgufMetadata, QUANT_BLOCKS } from './gguf-types.js';
 import { writeGguf } from './gguf-write.js';
 import { decodeWeights } from './quant.js';
-import { widenedBytes, widenQ5_0 } from './widen-q5-0.js';
+import { widenedBytes, widenQ5_0, widenQ5_0Here } from './widen-q5-0.js';
 
 const Q5 = QUANT_BLOCKS.q5_0.bytes;
 const META: GgufMetadata = new Map([['general.architecture', { type: 'string', value: 'llama' }]]);
 
-function widened(q5: Uint8Array): Uint8Array {
+function widened(q5: Uint8Array, widen = widenQ5_0Here): Uint8Array {
   const q8 = new Uint8Array(widenedBytes(q5.length));
-  widenQ5_0(q5, q8);
+  widen(q5, q8);
   return q8;
 }
 
@@ -65,4 +66,20 @@ test('a GGUF read with widening keeps Q5_0 tensors as Q8_0 blocks (through the s
   assert.ok(Math.abs(file.arenaBytes - stored.arenaBytes - added) < 2 * 64);
   assert.deepEqual(stored.widened, { tensors: 0, addedBytes: 0 });
   assert.equal(stored.tensors.get('big')!.dtype, 'q5_0');
+});
+
+test("the addon's widening writes the JavaScript loop's bytes, and refuses what is not whole blocks or overlaps", () => {
+  const addon = loadAddon();
+  for (const seed of [1, 2, 3]) {
+    const q5 = randomBlocks('q5_0', 1000, seed);
+    assert.deepEqual(widened(q5, addon.widenQ5_0), widened(q5));
+  }
+  assert.deepEqual(widened(new Uint8Array(0), addon.widenQ5_0), new Uint8Array(0));
+  assert.throws(() => addon.widenQ5_0(new Uint8Array(Q5 + 1), new Uint8Array(34)), /not whole Q5_0 blocks/);
+  assert.throws(() => addon.widenQ5_0(new Uint8Array(2 * Q5), new Uint8Array(34)), /does not fit/);
+  const shared = new Uint8Array(200);
+  assert.throws(() => addon.widenQ5_0(shared.subarray(0, Q5), shared.subarray(10, 44)), /overlap/);
+  // the loader goes through the addon where it loads
+  const q5 = randomBlocks('q5_0', 10, 4);
+  assert.deepEqual(widened(q5, widenQ5_0), widened(q5));
 });
