@@ -62,6 +62,14 @@ test('a Q5_0 model is widened at load unless --keep-q5-0, and answers the same e
     return { tokens, logprobs };
   };
   assert.deepEqual(answer(widened), answer(kept));
+  // `model inspect` gives the size in memory beside the file's: the Q5_0 tensors at 34 bytes a block instead of 22
+  const inspect = runCli(['model', 'inspect', model]);
+  assert.equal(inspect.status, 0, inspect.stderr);
+  const mb = (label: string) => Number(new RegExp(`${label}: +([\\d.]+) MB`).exec(inspect.stdout)?.[1]);
+  const q5_0 = Number(/q5_0 ×\d+ \(([\d.]+) MB/.exec(inspect.stdout)?.[1]);
+  assert.ok(Math.abs(mb('in memory') - (mb('weight bytes') + (q5_0 * 12) / 22)) < 0.02, inspect.stdout);
+  const plain = runCli(['model', 'inspect', testModelFile({ preset: 'tiny', arch: 'llama', dtype: 'f32', seed: 5 })]);
+  assert.doesNotMatch(plain.stdout, /in memory/);
 });
 
 test('a prompt over the context is refused with one line, before any work', () => {

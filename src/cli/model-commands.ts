@@ -8,6 +8,7 @@ import { ARCHITECTURES, type ModelConfig, modelConfigFromGguf } from '../model/m
 import { type ModelFileType, QUANT_MIXES } from '../model/quant-mix.js';
 import { makeTestModel, TEST_PRESETS, type TestPreset } from '../model/test-model.js';
 import { tokenizerFromGguf } from '../model/tokenizer.js';
+import { widenedBytes } from '../model/widen-q5-0.js';
 import { parseChoice, parseInteger, parseNumber } from './options.js';
 
 const FILE_TYPES: readonly ModelFileType[] = [...(Object.keys(GGML_TYPE_CODES) as ModelFileType[]), ...QUANT_MIXES];
@@ -131,6 +132,15 @@ function architectureDetails(c: ModelConfig, tensors: readonly { name: string }[
   return parts.filter((p) => p !== undefined).join(', ');
 }
 
+/** The weights' size once loaded, where it differs from the file's: Q5_0 tensors are widened (load-model.ts). */
+function inMemory(tensorBytes: number, q5_0Bytes: number): string[] {
+  if (q5_0Bytes === 0) return [];
+  const loaded = tensorBytes - q5_0Bytes + widenedBytes(q5_0Bytes);
+  return [
+    `in memory:     ${(loaded / 1e6).toFixed(2)} MB (Q5_0 kept as Q8_0 blocks of the same values; as stored with --keep-q5-0)`,
+  ];
+}
+
 export function describeModel(file: string): string {
   const header = readGgufHeader(file);
   const meta = header.metadata;
@@ -161,6 +171,7 @@ export function describeModel(file: string): string {
     `parameters:    ${(parameters / 1e6).toFixed(2)} M in ${header.tensors.length} tensors`,
     `weight types:  ${typeMix.join(', ')}`,
     `weight bytes:  ${(tensorBytes / 1e6).toFixed(2)} MB, ${((8 * tensorBytes) / parameters).toFixed(2)} bits per weight`,
+    ...inMemory(tensorBytes, dtypes.get('q5_0')?.bytes ?? 0),
     `output:        ${header.tensors.some((t) => t.name === 'output.weight') ? 'own matrix' : 'tied to the token embedding'}`,
     `context:       ${c.contextLength} tokens (declared by the file)`,
     `KV per token:  ${kvBytesPerToken(c)} bytes (f16 K and V: ${c.layerCount} layers × 2 × ${c.kvHeadCount * c.headDim} values)`,
