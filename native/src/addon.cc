@@ -848,11 +848,8 @@ Napi::Value Xxh3Copy(const Napi::CallbackInfo& info) {
   const auto source = typedArrayArg<uint8_t>(info, 0, napi_uint8_array, "Uint8Array", "xxh3Copy's source");
   const auto destination = typedArrayArg<uint8_t>(info, 1, napi_uint8_array, "Uint8Array", "xxh3Copy's destination");
   if (source.length != destination.length) throwType(env, "xxh3Copy: the lengths differ");
-  const size_t length = source.length;
-  const auto from = reinterpret_cast<uintptr_t>(source.data);
-  const auto to = reinterpret_cast<uintptr_t>(destination.data);
-  if (length > 0 && from < to + length && to < from + length) throwType(env, "xxh3Copy: the ranges overlap");
-  return Napi::BigInt::New(env, xxh3Copy(source.data, length, destination.data, xxh3IsaArg(info, 2)));
+  if (overlaps(source, destination)) throwType(env, "xxh3Copy: the ranges overlap");
+  return Napi::BigInt::New(env, xxh3Copy(source.data, source.length, destination.data, xxh3IsaArg(info, 2)));
 }
 
 // widenQ5_0(src, dst): src's Q5_0 blocks into dst as Q8_0 blocks of the same values (the model loader's widening)
@@ -863,11 +860,8 @@ Napi::Value WidenQ5_0(const Napi::CallbackInfo& info) {
   const auto destination = typedArrayArg<uint8_t>(info, 1, napi_uint8_array, "Uint8Array", "widenQ5_0's destination");
   const size_t blocks = source.length / kQ5_0BlockBytes;
   if (source.length % kQ5_0BlockBytes != 0) throwRange(env, "widenQ5_0: the source is not whole Q5_0 blocks");
-  if (destination.length != blocks * kWidenedBlockBytes) throwRange(env, "widenQ5_0: the destination does not fit the blocks");
-  const auto from = reinterpret_cast<uintptr_t>(source.data);
-  const auto to = reinterpret_cast<uintptr_t>(destination.data);
-  if (blocks > 0 && from < to + destination.length && to < from + source.length)
-    throwType(env, "widenQ5_0: the ranges overlap");
+  if (destination.length != blocks * kQ8BlockBytes) throwRange(env, "widenQ5_0: the destination does not fit the blocks");
+  if (overlaps(source, destination)) throwType(env, "widenQ5_0: the ranges overlap");
   widenQ5_0(source.data, blocks, destination.data);
   return env.Undefined();
 }

@@ -32,7 +32,7 @@ inline void store64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, sizeof v); }
 // eight values at a time in 64-bit words (GGUF and every target kvfence builds for are little-endian): value j's
 // nibble is the low half of byte j (j < 16) or the high half of byte j − 16, and its fifth bit bit j of the 32 bits
 void widenQ5_0(const uint8_t* src, size_t blocks, uint8_t* dst) {
-  for (size_t b = 0; b < blocks; b++, src += kQ5_0BlockBytes, dst += kWidenedBlockBytes) {
+  for (size_t b = 0; b < blocks; b++, src += kQ5_0BlockBytes, dst += kQ8BlockBytes) {
     uint32_t high;
     std::memcpy(&high, src + 2, sizeof high);
     const uint64_t n0 = load64(src + 6);

@@ -32,6 +32,10 @@ const HTTP: readonly ServingCommand[] = ['serve', 'gateway'];
 const WORKER: readonly ServingCommand[] = ['prefill', 'decode'];
 const int = (min: number, max: number) => parseInteger(min, max);
 
+/** `--keep-q5-0`'s help, here and on `kvfence generate` */
+export const KEEP_Q5_0_HELP =
+  'keep Q5_0 weights as stored (default: as Q8_0 blocks of the same values, 1.55x their bytes, faster products)';
+
 const FLAGS: readonly Flag[] = [
   { flags: '--model <file>', help: 'GGUF model file (default: the embedded generated model)', on: ALL },
   { flags: '--served-model-name <id>', help: "the model id clients send (default: the file's general.name)", on: ALL },
@@ -42,11 +46,7 @@ const FLAGS: readonly Flag[] = [
     parse: parseChoice(BACKEND_PREFERENCES),
     default: 'auto',
   },
-  {
-    flags: '--keep-q5-0',
-    help: 'keep Q5_0 weights as stored (default: as Q8_0 blocks of the same values, 1.55x their bytes, faster products)',
-    on: ENGINE,
-  },
+  { flags: '--keep-q5-0', help: KEEP_Q5_0_HELP, on: ENGINE },
   { flags: '--host <host>', help: 'address to listen on', on: HTTP, default: SERVE_DEFAULTS.host },
   {
     flags: '--port <n>',

@@ -17,6 +17,7 @@ import { type LoadedModel, loadModel, widenedNote } from '../model/load-model.js
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { median } from '../util/median.js';
+import { KEEP_Q5_0_HELP } from './flags.js';
 import { parseChoice, parseInteger, parseNumber } from './options.js';
 
 interface GenerateCliOptions {
@@ -52,7 +53,7 @@ export function addGenerateCommand(program: Command): void {
     .option('--page-size <tokens>', 'KV page size in tokens', parseInteger(1, 4096), 16)
     .option('--chunk <tokens>', 'prefill chunk size in tokens', parseInteger(1, 1 << 16), 64)
     .option('--backend <kind>', 'auto (native if built), native or reference', parseChoice(BACKEND_PREFERENCES), 'auto')
-    .option('--keep-q5-0', 'keep Q5_0 weights as stored (default: as Q8_0 blocks of the same values, faster)')
+    .option('--keep-q5-0', KEEP_Q5_0_HELP)
     .option('--json', 'print one JSON object instead of text')
     .option(
       '--repeat <n>',

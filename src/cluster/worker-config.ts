@@ -27,7 +27,7 @@ export interface WorkerConfig {
   modelName: string;
   backend: BackendPreference;
   /** keep Q5_0 weights as Q8_0 blocks of the same values (load-model.ts; default true, `--keep-q5-0` false) */
-  widenQ5_0?: boolean;
+  widenQ5_0?: boolean | undefined;
   settings: WorkerSettings;
   /** host:port of the control listener (port 0: any) */
   controlListen: string;

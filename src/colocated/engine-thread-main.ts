@@ -39,7 +39,7 @@ function start(): { worker: ColocatedWorker; incidents: IncidentStore } {
   let worker: ColocatedWorker;
   try {
     worker = new ColocatedWorker({
-      model: loadModel(data.modelPath, { widenQ5_0: data.widenQ5_0 ?? true }),
+      model: loadModel(data.modelPath, { widenQ5_0: data.widenQ5_0 }),
       backend: selectBackend(data.backend, (line) => lines.push(line)),
       settings: data.settings,
       incidents,

@@ -96,7 +96,7 @@ export async function startDisaggregatedServer(
       modelPath: model.path,
       modelName,
       backend: serve.backend ?? 'auto',
-      widenQ5_0: serve.widenQ5_0 ?? true,
+      widenQ5_0: serve.widenQ5_0,
       settings: {
         ...workerSettingsOf(serve, pageCount),
         ...(role === 'prefill' ? config.prefillSettings : config.decodeSettings),

@@ -49,7 +49,7 @@ export async function startServer(
   parts: EngineParts & GatewayParts = ENGINE_PARTS,
 ): Promise<RunningServer> {
   const model = loadModel(config.modelPath ?? ensureGeneratedModel(DEFAULT_MODEL), {
-    widenQ5_0: config.widenQ5_0 ?? true,
+    widenQ5_0: config.widenQ5_0,
   });
   const pageCount = resolvePageCount(model, config.pageSize, config.kvPages, config.kvMemory);
   const logger = pino({ level: config.logLevel });
@@ -95,7 +95,7 @@ export async function startThreadedServer(
       data: {
         modelPath,
         backend: config.backend ?? 'auto',
-        widenQ5_0: config.widenQ5_0 ?? true,
+        widenQ5_0: config.widenQ5_0,
         settings: workerSettingsOf(config, pageCount),
         incidentsDb: config.incidentsDb,
         logLevel: config.logLevel,

@@ -47,7 +47,7 @@ export async function startWorker(
   try {
     const runtime: WorkerRuntime = {
       config,
-      model: deps.model ?? loadModel(config.modelPath, { widenQ5_0: config.widenQ5_0 ?? true }),
+      model: deps.model ?? loadModel(config.modelPath, { widenQ5_0: config.widenQ5_0 }),
       backend: selectBackend(config.backend, deps.announce ?? (() => {})),
       transport: (deps.transport ?? ((o) => new TcpTransport(o)))(transportOptions),
       incidents,

@@ -27,9 +27,9 @@ export interface LoadedModel extends ModelHead {
 export interface LoadOptions {
   /**
    * keep Q5_0 tensors as Q8_0 blocks of the same values: the same results, 34 bytes per 32 weights instead of 22,
-   * faster products (default; false keeps them as stored, for memory)
+   * faster products (default: undefined and true; false keeps them as stored, for memory)
    */
-  widenQ5_0?: boolean;
+  widenQ5_0?: boolean | undefined;
 }
 
 /** The model's config, tokenizer and chat template from the file's header; the tensors are not read. */
