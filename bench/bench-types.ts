@@ -25,6 +25,8 @@ export interface BenchJob {
   aggregateSteps: number;
   /** kvfence only: measure the isolation overhead and the bandwidth ceiling */
   extras: boolean;
+  /** kvfence only: Q8_0 products on Q8 activations (NativeBackendOptions.q8Activations) */
+  q8Activations: boolean;
 }
 
 /** Per-repetition samples; run.ts takes medians across every worker's samples. */

@@ -15,8 +15,9 @@ import { benchPool } from './unchecked-pool.js';
 
 const PAGE_SIZE = 16;
 const job = JSON.parse(process.argv[2] ?? '{}') as BenchJob;
-const model = loadModel(job.modelPath);
-const backend = new NativeBackend({ threadCount: job.threadCount });
+// Q8 activations read Q5_0 as stored, as the CLI's --q8-activations does (flags.ts widensQ5_0)
+const model = loadModel(job.modelPath, { widenQ5_0: !job.q8Activations });
+const backend = new NativeBackend({ threadCount: job.threadCount, q8Activations: job.q8Activations });
 const c = model.config;
 const layout = makeKvLayout(c.layerCount, c.kvHeadCount * c.headDim, PAGE_SIZE);
 const seconds = (from: number) => (performance.now() - from) / 1000;

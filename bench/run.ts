@@ -5,7 +5,7 @@
  * of ratios and writes everything, samples included, to .cache/bench/latest.json.
  *
  *   npm run bench -- [--quick] [--models 135m-f16,15m-q8_0] [--threads 2] [--rounds 2] [--repetitions 3]
- *                    [--prompt 256] [--decode 64] [--chunk 256] [--streams 1,4,16] [--no-llama]
+ *                    [--prompt 256] [--decode 64] [--chunk 256] [--streams 1,4,16] [--no-llama] [--q8-activations]
  *                    [--llama-bench /path/to/llama-bench]   (or KVFENCE_LLAMA_BENCH: llama.cpp's own benchmark as a
  *                                                            second baseline, run on the same files, one turn a round)
  */
@@ -36,6 +36,7 @@ const { values } = parseArgs({
     chunk: { type: 'string' },
     streams: { type: 'string', default: '1,4,16' },
     'no-llama': { type: 'boolean', default: false },
+    'q8-activations': { type: 'boolean', default: false },
     'llama-bench': { type: 'string', default: process.env.KVFENCE_LLAMA_BENCH },
   },
 });
@@ -119,6 +120,7 @@ for (const m of models) {
     streamCounts: values.streams!.split(',').map((s) => positive('streams', s)),
     aggregateSteps: quick ? 16 : 32,
     extras: false,
+    q8Activations: values['q8-activations'] === true,
   };
   const kvfenceRuns: KvfenceSamples[] = [];
   const llamaRuns: EngineSamples[] = [];
@@ -158,6 +160,8 @@ const report = {
   results,
 };
 const table = renderTable(results, threadCount);
+if (values['q8-activations'] === true)
+  process.stdout.write('kvfence: Q8_0 products on Q8 activations (--q8-activations; docs/native.md)\n');
 process.stdout.write(`${table}\n`);
 mkdirSync(CACHE, { recursive: true });
 writeFileSync(join(CACHE, 'latest.json'), `${JSON.stringify({ ...report, table: table.split('\n') }, null, 2)}\n`);

@@ -136,3 +136,17 @@ test('--json labels one pass cold; --repeat N warms up once and reports the medi
   assert.equal(zero.status, 1);
   assert.match(zero.stderr, /--repeat <n>' argument '0' is invalid\. expected an integer from 1 to 100/);
 });
+
+test('--q8-activations: a Q8_0 model answers on the native kernels, and the reference backend refuses it', () => {
+  const model = testModelFile({ preset: 'tiny', arch: 'llama', dtype: 'q8_0', seed: 5, logitScale: 8 });
+  const args = ['generate', '--model', model, '--prompt', 'abc def', '-n', '6', '--json'];
+  const q8 = runCli([...args, '--q8-activations']);
+  assert.equal(q8.status, 0, q8.stderr);
+  const f32 = runCli(args);
+  const logprobs = (r: { stdout: string }) => (JSON.parse(r.stdout) as GenerateJson).logprobs;
+  assert.equal(logprobs(q8).length, 6);
+  assert.notDeepEqual(logprobs(q8), logprobs(f32));
+  const refused = runCli([...args, '--q8-activations', '--backend', 'reference']);
+  assert.notEqual(refused.status, 0);
+  assert.match(refused.stderr, /Q8 activations \(--q8-activations\) need the native backend/);
+});

@@ -31,7 +31,7 @@ namespace kvf {
 namespace {
 
 // Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
-constexpr int32_t kAbiVersion = 11;
+constexpr int32_t kAbiVersion = 12;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
@@ -243,12 +243,18 @@ class Context : public Napi::ObjectWrap<Context> {
                            InstanceAccessor<&Context::Isa>("isa"),
                            InstanceAccessor<&Context::SupportedIsas>("supportedIsas"),
                            InstanceAccessor<&Context::ThreadCount>("threadCount"),
+                           InstanceAccessor<&Context::Q8Activations>("q8Activations"),
                        });
   }
 
-  // new Context(threadCount)
+  // new Context(threadCount, q8Activations?): with q8Activations, products with Q8_0 and Q5_0 weights round x to Q8
+  // blocks first (q8x-body.inc)
   explicit Context(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Context>(info) {
     const auto threads = static_cast<int32_t>(integerArg(info, 0, "threadCount", 1, kThreadCountMax));
+    if (info.Length() > 1 && !info[1].IsUndefined()) {
+      if (!info[1].IsBoolean()) throwType(info.Env(), "q8Activations must be a boolean");
+      q8Activations_ = info[1].As<Napi::Boolean>().Value();
+    }
     supported_ = supportedKernels();
     kernels_ = supported_.front();
     pool_ = std::make_unique<ThreadPool>(threads);
@@ -281,15 +287,49 @@ class Context : public Napi::ObjectWrap<Context> {
       ColumnSplit split;
       const KernelTable* k;
     };
-    const Job job{{out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
-                   static_cast<int32_t>(outDim), nullptr, false},
-                  columnSplit(rowCount, inDim, outDim), &k};
+    Job job{{out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
+             static_cast<int32_t>(outDim), nullptr, false},
+            columnSplit(rowCount, inDim, outDim), &k};
+    if (multipliesQ8(w.type)) quantizeX(k, job.args, x.data, rowCount, inDim);
     pool_->run(job.split.tasks, [](const void* c, int32_t t) {
       const auto* j = static_cast<const Job*>(c);
       const ColumnRange r = j->split.range(t);
       j->k->matmul(j->args, static_cast<int32_t>(r.begin), static_cast<int32_t>(r.end));
     }, &job);
     return env.Undefined();
+  }
+
+  // the weight types whose products run on Q8 activations (q8x-body.inc)
+  static bool multipliesQ8(WeightType t) { return t == WeightType::q8_0 || t == WeightType::q5_0; }
+
+  // With q8Activations, x as Q8 blocks into the context's buffers (grown to the largest call: a quarter of its x and
+  // a 32nd for the scales), named in args for its Q8_0 and Q5_0 products; calls of several rows split their rows over the
+  // pool. Without it, nothing: args keep reading x.
+  void quantizeX(const KernelTable& k, MatmulArgs& args, const float* x, int64_t rowCount, int64_t inDim) {
+    if (!q8Activations_ || rowCount == 0) return;
+    const auto values = static_cast<size_t>(rowCount * inDim);
+    if (xq_.size() < values) {
+      xq_.resize(values);
+      xd_.resize(values / kQ8BlockSize);
+    }
+    struct Job {
+      const KernelTable* k;
+      int8_t* q;
+      float* d;
+      const float* x;
+      int32_t inDim;
+      int32_t rows;
+      int32_t tasks;
+    };
+    const auto tasks = static_cast<int32_t>(std::min<int64_t>(rowCount, rowCount * inDim < kInlineWork ? 1 : pool_->threadCount()));
+    const Job job{&k, xq_.data(), xd_.data(), x, static_cast<int32_t>(inDim), static_cast<int32_t>(rowCount), tasks};
+    pool_->run(tasks, [](const void* c, int32_t t) {
+      const auto* j = static_cast<const Job*>(c);
+      j->k->quantizeRowsQ8(j->q, j->d, j->x, j->inDim, static_cast<int32_t>(int64_t{j->rows} * t / j->tasks),
+                           static_cast<int32_t>(int64_t{j->rows} * (t + 1) / j->tasks));
+    }, &job);
+    args.xq = xq_.data();
+    args.xd = xd_.data();
   }
 
   // Output columns per matmul task: all of them when the call is small, else in multiples of every tile width. A
@@ -385,6 +425,15 @@ class Context : public Napi::ObjectWrap<Context> {
     }
     counts_[kMatmuls]++;
     if (rowCount == 0) return env.Undefined();
+    for (uint32_t p = 0; p < count; p++) {
+      if (!multipliesQ8(job.parts[p].type)) continue;
+      quantizeX(k, job.parts[p], x.data, rowCount, inDim);  // once: the parts share x
+      for (uint32_t q = p + 1; q < count; q++) {
+        job.parts[q].xq = job.parts[p].xq;
+        job.parts[q].xd = job.parts[p].xd;
+      }
+      break;
+    }
     pool_->run(job.firstTask[count], [](const void* c, int32_t t) {
       const auto* j = static_cast<const Job*>(c);
       uint32_t p = 0;
@@ -769,6 +818,8 @@ class Context : public Napi::ObjectWrap<Context> {
     return names;
   }
 
+  Napi::Value Q8Activations(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), q8Activations_); }
+
   Napi::Value ThreadCount(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), pool_ ? pool_->threadCount() : 0);
   }
@@ -777,6 +828,9 @@ class Context : public Napi::ObjectWrap<Context> {
   const KernelTable* kernels_ = nullptr;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<float> partials_;  // attention's span states (kPartialFloatsMax at most)
+  bool q8Activations_ = false;
+  std::vector<int8_t> xq_;  // x as Q8 blocks (quantizeX)
+  std::vector<float> xd_;
   uint64_t counts_[kOpCount] = {};
 };
 

@@ -49,7 +49,12 @@ namespace avx2 {
 #define KVF_SUM_ACCUMULATORS 4
 static_assert(2 * (KVF_SCORE_ROW_HEADS * KVF_SCORE_KEY_VECTORS + KVF_SCORE_KEY_VECTORS) + 1 <= 16,
               "attention's scores must fit the 16 registers");
+// Q8 activations (q8x-body.inc): 1 × 4 for a decode row, 2 × 4 for more: 8 accumulators + 2 x + a block's w
+#define KVF_Q8X_ROWS 2
+#define KVF_Q8X_COLS 4
 #include "kernels-body.inc"
+#undef KVF_Q8X_ROWS
+#undef KVF_Q8X_COLS
 #undef KVF_WIDE_ROWS
 #undef KVF_WIDE_COLS
 #undef KVF_DIRECT_ROWS_Q8

@@ -52,7 +52,12 @@ static_assert(KVF_SCORE_ROW_HEADS * KVF_SCORE_KEY_VECTORS + KVF_SCORE_KEY_VECTOR
               "attention's scores must fit the 32 registers");
 static_assert(2 * KVF_WIDE_ROWS + KVF_WIDE_ROWS * KVF_WIDE_COLS + 2 <= 32, "the wide tile must fit the 32 registers");
 #include "simd-avx512.h"
+// Q8 activations (q8x-body.inc, ymm registers): 4 rows × 4 outputs, 16 accumulators + 4 x + a block's w
+#define KVF_Q8X_ROWS 4
+#define KVF_Q8X_COLS 4
 #include "kernels-body.inc"
+#undef KVF_Q8X_ROWS
+#undef KVF_Q8X_COLS
 #undef KVF_TILE_ROWS
 #undef KVF_TILE_COLS
 #undef KVF_WIDE_ROWS

@@ -25,7 +25,12 @@ namespace portable {
 #define KVF_SCORE_ROW_HEADS 6
 #define KVF_SCORE_KEY_VECTORS 4
 #define KVF_SUM_ACCUMULATORS 24
+// Q8 activations (q8x-body.inc)
+#define KVF_Q8X_ROWS 2
+#define KVF_Q8X_COLS 2
 #include "kernels-body.inc"
+#undef KVF_Q8X_ROWS
+#undef KVF_Q8X_COLS
 #undef KVF_WIDE_ROWS
 #undef KVF_WIDE_COLS
 #undef KVF_DIRECT_ROWS_Q8

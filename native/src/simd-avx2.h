@@ -81,6 +81,7 @@ static inline V16 vloadQ8(const int8_t* q, float d) {
   return {_mm256_mul_ps(q8Widen8(q), s), _mm256_mul_ps(q8Widen8(q + 8), s)};
 }
 #include "simd-q32-ymm.h"
+#include "simd-q8x-ymm.h"
 static inline float f16Scalar(uint16_t h) { return _cvtsh_ss(h); }
 // every lane the f16 at p (a block's scale): a word broadcast and one conversion instead of the scalar's insert,
 // convert and broadcast (135m Q4_0 and Q4_K_M decode products: 0.98x the time)

@@ -197,3 +197,4 @@ static inline void vtranspose16(V16* r) {
     r[12 + k].v = _mm512_shuffle_f32x4(b, d, 0xdd);
   }
 }
+#include "simd-q8x-ymm.h"

@@ -102,6 +102,7 @@ static inline V16 vloadQ8(const int8_t* q, float d) {
 }
 
 #include "simd-q32-words.h"
+#include "simd-q8x-scalar.h"
 static inline void vcvtQ32(Q32 q, V16& lo, V16& hi) {
   for (int j = 0; j < 16; j++) {
     lo.v[j] = static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(q.w[j >> 3] >> (8 * (j & 7)))));

@@ -36,6 +36,19 @@ const int = (min: number, max: number) => parseInteger(min, max);
 export const KEEP_Q5_0_HELP =
   'keep Q5_0 weights as stored (default: as Q8_0 blocks of the same values, 1.55x their bytes, faster products)';
 
+/**
+ * Whether Q5_0 tensors are widened into Q8_0 blocks at load: unless `--keep-q5-0`, or `--q8-activations`, whose
+ * products read Q5_0 as stored and give the same results either way (docs/native.md, "Q8 activations").
+ */
+export function widensQ5_0(o: { keepQ50?: boolean | undefined; q8Activations?: boolean | undefined }): boolean {
+  return o.keepQ50 !== true && o.q8Activations !== true;
+}
+
+/** `--q8-activations`' help, here and on `kvfence generate` */
+export const Q8_ACTIVATIONS_HELP =
+  "products with Q8_0 and Q5_0 weights on activations rounded to 8-bit blocks, llama.cpp's arithmetic: faster " +
+  'decode, no longer the f32 products; Q5_0 stays as stored (native backend only; docs/native.md)';
+
 const FLAGS: readonly Flag[] = [
   { flags: '--model <file>', help: 'GGUF model file (default: the embedded generated model)', on: ALL },
   { flags: '--served-model-name <id>', help: "the model id clients send (default: the file's general.name)", on: ALL },
@@ -47,6 +60,7 @@ const FLAGS: readonly Flag[] = [
     default: 'auto',
   },
   { flags: '--keep-q5-0', help: KEEP_Q5_0_HELP, on: ENGINE },
+  { flags: '--q8-activations', help: Q8_ACTIVATIONS_HELP, on: ENGINE },
   { flags: '--host <host>', help: 'address to listen on', on: HTTP, default: SERVE_DEFAULTS.host },
   {
     flags: '--port <n>',
@@ -331,6 +345,7 @@ export interface ParsedFlags {
   backend: BackendPreference;
   /** commander's name for `--keep-q5-0` */
   keepQ50?: boolean;
+  q8Activations?: boolean;
   host: string;
   port: number;
   apiKeys?: string;
@@ -385,7 +400,8 @@ export function serveConfigOf(o: ParsedFlags): ServeConfig {
     host: o.host,
     port: o.port,
     backend: o.backend,
-    widenQ5_0: o.keepQ50 !== true,
+    widenQ5_0: widensQ5_0(o),
+    q8Activations: o.q8Activations === true,
     ...(o.apiKeys !== undefined ? { apiKeysPath: o.apiKeys } : {}),
     ...(o.kvPages !== undefined ? { kvPages: o.kvPages } : {}),
     ...(o.kvMemory !== undefined ? { kvMemory: o.kvMemory } : {}),
@@ -428,7 +444,8 @@ export function workerConfigOf(
     modelPath: resolved.modelPath,
     modelName: resolved.modelName,
     backend: o.backend,
-    widenQ5_0: o.keepQ50 !== true,
+    widenQ5_0: widensQ5_0(o),
+    q8Activations: o.q8Activations === true,
     settings: {
       pageSize: o.pageSize,
       pageCount: resolved.pageCount,

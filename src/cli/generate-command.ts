@@ -17,7 +17,7 @@ import { type LoadedModel, loadModel, widenedNote } from '../model/load-model.js
 import { KvfenceError } from '../util/errors.js';
 import { LIMITS } from '../util/limits.js';
 import { median } from '../util/median.js';
-import { KEEP_Q5_0_HELP } from './flags.js';
+import { KEEP_Q5_0_HELP, Q8_ACTIVATIONS_HELP, widensQ5_0 } from './flags.js';
 import { parseChoice, parseInteger, parseNumber } from './options.js';
 
 interface GenerateCliOptions {
@@ -36,6 +36,7 @@ interface GenerateCliOptions {
   backend: BackendPreference;
   /** commander's name for `--keep-q5-0` */
   keepQ50?: boolean;
+  q8Activations?: boolean;
 }
 
 export function addGenerateCommand(program: Command): void {
@@ -54,6 +55,7 @@ export function addGenerateCommand(program: Command): void {
     .option('--chunk <tokens>', 'prefill chunk size in tokens', parseInteger(1, 1 << 16), 64)
     .option('--backend <kind>', 'auto (native if built), native or reference', parseChoice(BACKEND_PREFERENCES), 'auto')
     .option('--keep-q5-0', KEEP_Q5_0_HELP)
+    .option('--q8-activations', Q8_ACTIVATIONS_HELP)
     .option('--json', 'print one JSON object instead of text')
     .option(
       '--repeat <n>',
@@ -87,7 +89,7 @@ function promptTokens(model: LoadedModel, o: GenerateCliOptions): number[] {
 }
 
 function runGenerate(o: GenerateCliOptions): void {
-  const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL), { widenQ5_0: o.keepQ50 !== true });
+  const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL), { widenQ5_0: widensQ5_0(o) });
   const widened = widenedNote(model);
   if (widened !== '') process.stderr.write(`kvfence: ${widened}\n`);
   const prompt = promptTokens(model, o);
@@ -97,7 +99,9 @@ function runGenerate(o: GenerateCliOptions): void {
     layout,
     Math.max(1, pagesForTokens(layout, Math.min(prompt.length + o.tokens, c.contextLength))),
   );
-  const backend = selectBackend(o.backend, (line) => process.stderr.write(`${line}\n`));
+  const backend = selectBackend(o.backend, (line) => process.stderr.write(`${line}\n`), {
+    q8Activations: o.q8Activations === true,
+  });
   const forward = new ForwardPass(model, backend, pool);
   const decoder = new TextDecoder('utf-8');
   const options = {

@@ -15,7 +15,7 @@ import { serveWorkerHealth, type WorkerPhase } from '../launch/worker-health.js'
 import { endWorkerOnSignal } from '../launch/worker-lifecycle.js';
 import { DEFAULT_MODEL, ensureGeneratedModel } from '../model/default-model.js';
 import { loadModel, weightsSummary } from '../model/load-model.js';
-import { addFlags, type ParsedFlags, workerConfigOf } from './flags.js';
+import { addFlags, type ParsedFlags, widensQ5_0, workerConfigOf } from './flags.js';
 
 export function addWorkerCommand(program: Command, role: WorkerRole): void {
   const command = program
@@ -36,7 +36,7 @@ export function addWorkerCommand(program: Command, role: WorkerRole): void {
     const health =
       o.healthListen === undefined ? undefined : await serveWorkerHealth(o.healthListen, () => state.phase);
     if (health !== undefined) announce(`kvfence: ${role} worker: health on http://${health.address}`);
-    const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL), { widenQ5_0: o.keepQ50 !== true });
+    const model = loadModel(o.model ?? ensureGeneratedModel(DEFAULT_MODEL), { widenQ5_0: widensQ5_0(o) });
     announce(weightsSummary(model));
     const config = workerConfigOf(role, o, {
       modelPath: model.path,

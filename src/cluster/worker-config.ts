@@ -28,6 +28,8 @@ export interface WorkerConfig {
   backend: BackendPreference;
   /** keep Q5_0 weights as Q8_0 blocks of the same values (load-model.ts; default true, `--keep-q5-0` false) */
   widenQ5_0?: boolean | undefined;
+  /** round activations to 8-bit blocks for Q8_0 products (native-backend.ts; default false, `--q8-activations` true) */
+  q8Activations?: boolean | undefined;
   settings: WorkerSettings;
   /** host:port of the control listener (port 0: any) */
   controlListen: string;
@@ -81,6 +83,7 @@ export function parseWorkerStart(value: unknown): WorkerStart {
     modelName: str(c['modelName'], 'modelName'),
     backend: backend as BackendPreference,
     ...(c['widenQ5_0'] !== undefined ? { widenQ5_0: bool(c['widenQ5_0'], 'widenQ5_0') } : {}),
+    ...(c['q8Activations'] !== undefined ? { q8Activations: bool(c['q8Activations'], 'q8Activations') } : {}),
     settings: {
       pageSize: int(s['pageSize'], 'pageSize', 1, LIMITS.pageSizeTokensMax),
       pageCount: int(s['pageCount'], 'pageCount', 1, LIMITS.kvPagesMax),

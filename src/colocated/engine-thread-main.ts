@@ -40,7 +40,7 @@ function start(): { worker: ColocatedWorker; incidents: IncidentStore } {
   try {
     worker = new ColocatedWorker({
       model: loadModel(data.modelPath, { widenQ5_0: data.widenQ5_0 }),
-      backend: selectBackend(data.backend, (line) => lines.push(line)),
+      backend: selectBackend(data.backend, (line) => lines.push(line), { q8Activations: data.q8Activations }),
       settings: data.settings,
       incidents,
       log: pino({ level: data.logLevel }),

@@ -29,7 +29,7 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 11;
+const ADDON_ABI_VERSION = 12;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
@@ -50,6 +50,7 @@ interface NativeContext {
   readonly isa: NativeIsa;
   readonly supportedIsas: NativeIsa[];
   readonly threadCount: number;
+  readonly q8Activations: boolean;
   matmul(
     out: Float32Array,
     x: Float32Array,
@@ -121,7 +122,7 @@ interface NativeContext {
 }
 
 export interface NativeAddon {
-  Context: new (threadCount: number) => NativeContext;
+  Context: new (threadCount: number, q8Activations?: boolean) => NativeContext;
   /** madvise(MADV_HUGEPAGE) over the buffer's 2 MiB-aligned interior; the bytes advised (0: none, or no THP) */
   adviseHugePages(buffer: ArrayBuffer): number;
   /**
@@ -170,6 +171,11 @@ export interface NativeBackendOptions {
   threadCount?: number;
   /** the .node file (default: DEFAULT_ADDON_PATH) */
   addonPath?: string;
+  /**
+   * Products with Q8_0 weights round each row of x to 8-bit blocks first and multiply integers, as llama.cpp does
+   * (docs/native.md, "Q8 activations"): faster, and no longer the f32 products the reference computes. Default off.
+   */
+  q8Activations?: boolean | undefined;
 }
 
 /** Loads the addon, or throws an Error that says why (missing file, wrong ABI, a CPU or libc it cannot run on). */
@@ -254,7 +260,12 @@ export class NativeBackend implements Backend {
       `thread count ${threadCount} out of range`,
     );
     const addon = loadAddon(options.addonPath);
-    this.context = new addon.Context(threadCount);
+    this.context = new addon.Context(threadCount, options.q8Activations ?? false);
+  }
+
+  /** Whether products with Q8_0 weights run on Q8 activations (NativeBackendOptions.q8Activations). */
+  get q8Activations(): boolean {
+    return this.context.q8Activations;
   }
 
   /** The instruction set the kernels run with, and those this CPU could run. */

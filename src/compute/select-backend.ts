@@ -1,7 +1,8 @@
 /**
  * Picks the compute backend once at startup. `auto` prefers the native kernels and falls back to the TypeScript
  * reference backend with one warning when the addon cannot load (not built, no compiler at install, foreign CPU);
- * `native` insists and fails with the reason; `reference` is the oracle itself.
+ * `native` insists and fails with the reason; `reference` is the oracle itself. Q8 activations exist only in the
+ * native kernels: asking for them where those cannot run fails instead of falling back.
  */
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { Backend } from './backend.js';
@@ -10,18 +11,23 @@ import { ReferenceBackend } from './reference-backend.js';
 
 export const BACKEND_PREFERENCES = ['auto', 'native', 'reference'] as const;
 export type BackendPreference = (typeof BACKEND_PREFERENCES)[number];
+const Q8_NEEDS_NATIVE = 'Q8 activations (--q8-activations) need the native backend';
 
 export function selectBackend(
   preference: BackendPreference,
   warn: (line: string) => void,
   options: NativeBackendOptions = {},
 ): Backend {
-  if (preference === 'reference') return new ReferenceBackend();
+  if (preference === 'reference') {
+    if (options.q8Activations === true) throw new KvfenceError('invalid_argument', Q8_NEEDS_NATIVE);
+    return new ReferenceBackend();
+  }
   let native: NativeBackend;
   try {
     native = new NativeBackend(options);
   } catch (error) {
     const reason = firstLine(error);
+    if (options.q8Activations === true) throw new KvfenceError('invalid_argument', `${Q8_NEEDS_NATIVE}: ${reason}`);
     if (preference === 'native') {
       throw new KvfenceError(
         'invalid_argument',

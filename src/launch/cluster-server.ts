@@ -97,6 +97,7 @@ export async function startDisaggregatedServer(
       modelName,
       backend: serve.backend ?? 'auto',
       widenQ5_0: serve.widenQ5_0,
+      q8Activations: serve.q8Activations,
       settings: {
         ...workerSettingsOf(serve, pageCount),
         ...(role === 'prefill' ? config.prefillSettings : config.decodeSettings),

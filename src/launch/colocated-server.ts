@@ -59,7 +59,7 @@ export async function startServer(
     worker = new ColocatedWorker(
       {
         model,
-        backend: selectBackend(config.backend ?? 'auto', announce),
+        backend: selectBackend(config.backend ?? 'auto', announce, { q8Activations: config.q8Activations }),
         settings: workerSettingsOf(config, pageCount),
         incidents,
         log: logger,
@@ -96,6 +96,7 @@ export async function startThreadedServer(
         modelPath,
         backend: config.backend ?? 'auto',
         widenQ5_0: config.widenQ5_0,
+        q8Activations: config.q8Activations,
         settings: workerSettingsOf(config, pageCount),
         incidentsDb: config.incidentsDb,
         logLevel: config.logLevel,

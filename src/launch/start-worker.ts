@@ -48,7 +48,7 @@ export async function startWorker(
     const runtime: WorkerRuntime = {
       config,
       model: deps.model ?? loadModel(config.modelPath, { widenQ5_0: config.widenQ5_0 }),
-      backend: selectBackend(config.backend, deps.announce ?? (() => {})),
+      backend: selectBackend(config.backend, deps.announce ?? (() => {}), { q8Activations: config.q8Activations }),
       transport: (deps.transport ?? ((o) => new TcpTransport(o)))(transportOptions),
       incidents,
       log,

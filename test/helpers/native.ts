@@ -15,7 +15,7 @@ export function nativeBackendForTest(options: NativeBackendOptions = {}): Native
 }
 
 /**
- * Runs `logits(backend)` on a fresh native backend of each thread count, once per instruction set it supports, and
+ * Runs `logits(backend)` on a fresh native backend (with `options`) of each thread count, once per instruction set it supports, and
  * asserts every result equals `want` bit for bit (the ISA paths and thread counts must not change a single bit).
  */
 export function assertSameOnEveryIsa(
@@ -23,9 +23,10 @@ export function assertSameOnEveryIsa(
   want: Float32Array,
   what: string,
   threadCounts: readonly number[] = [1, 3],
+  options: NativeBackendOptions = {},
 ): void {
   for (const threadCount of threadCounts) {
-    const backend = nativeBackendForTest({ threadCount });
+    const backend = nativeBackendForTest({ ...options, threadCount });
     try {
       for (const isa of backend.supportedIsas) {
         backend.useIsa(isa);

@@ -1,0 +1,83 @@
+// Q8 activations × Q8_0 or Q5_0 weights (q8x-body.inc), in one ymm register: a weight block's 32 quants as int8
+// (Q5_0's nibbles and fifth bits assembled as simd-q32-ymm.h does), their products with x's summed four at a time
+// into 8 int32 lanes (lane l: bytes 4l .. 4l + 3) by vpmaddubsw and vpmaddwd, which are exact here (|w| ≤ 128 and
+// |x| ≤ 127, so a pair's sum ≤ 32,512 fits the int16), then converted and multiply-added into 8 f32 lanes. Used by
+// AVX2 and AVX-512 alike (the same instructions), included inside their namespaces.
+#pragma once
+
+#include "simd-bytes-ymm.h"
+
+using Q8Acc = __m256;
+using Q8Scale = __m256;  // every lane the same
+struct Q8W {
+  __m256i q;    // the block's quants
+  __m256i abs;  // their magnitudes (−128 becomes 128 as an unsigned byte)
+};
+static inline Q8Acc q8AccZero() { return _mm256_setzero_ps(); }
+static inline __m256i q8LoadX(const int8_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
+template <WeightType T>
+static inline Q8W q8LoadW(const uint8_t* block) {
+  static_assert(T == WeightType::q8_0 || T == WeightType::q5_0, "Q8 activations multiply Q8_0 and Q5_0 weights");
+  const __m256i q = T == WeightType::q8_0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2))
+                                          : centreBits32<5>(nibbles32(block + 6), block + 2);
+  return {q, _mm256_abs_epi8(q)};
+}
+static inline Q8Scale q8ScaleX(float d) { return _mm256_set1_ps(d); }
+// a weight block's f16 scale (exact), and its product with an x block's, rounded once
+static inline Q8Scale q8WeightScale(const uint8_t* block) {
+  int16_t h;
+  std::memcpy(&h, block, sizeof h);
+  return _mm256_cvtph_ps(_mm_set1_epi16(h));
+}
+static inline Q8Scale q8Mul(Q8Scale dw, Q8Scale dx) { return _mm256_mul_ps(dw, dx); }
+// acc + s · (the block's 8 partial sums of w · x), one fused multiply-add a lane. vpsignb moves w's sign onto x (x
+// never holds −128, so that never overflows) and zeroes x where w is 0.
+static inline Q8Acc q8Dot(Q8Acc acc, __m256i x, const Q8W& w, Q8Scale s) {
+  const __m256i pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.q));
+  const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(quads), acc);
+}
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
+static inline float q8Sum(Q8Acc a) {
+  const __m128 four = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+  return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
+}
+// 32 values of x: d = max |x| / 127, q = each x / d rounded to the nearest integer (ties to even), within ±127; a
+// block of zeros (or so small that d rounds to 0) gets d = 0 and q = 0; one with an infinity or NaN gets d = NaN and
+// q = 0, so every product over it is NaN
+static inline void q8QuantizeBlock(int8_t* q, float* d, const float* x) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  __m256 finite = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  for (int i = 0; i < 4; i++) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    const __m256 a = _mm256_and_ps(v[i], magnitude);
+    finite = _mm256_and_ps(finite, _mm256_cmp_ps(a, _mm256_set1_ps(INFINITY), _CMP_LT_OQ));
+    amax = _mm256_max_ps(amax, a);
+  }
+  if (_mm256_movemask_ps(finite) != 0xff) {
+    std::memset(q, 0, 32);
+    *d = NAN;
+    return;
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float scale = _mm_cvtss_f32(m) / 127.0f;
+  *d = scale;
+  if (scale == 0.0f) {
+    std::memset(q, 0, 32);
+    return;
+  }
+  __m256i n[4];
+  for (int i = 0; i < 4; i++) {
+    const __m256 r = _mm256_div_ps(v[i], _mm256_set1_ps(scale));
+    n[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f)));
+  }
+  // packs interleave the 128-bit halves: the permutation puts the 32 bytes back in order
+  const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
