@@ -29,6 +29,7 @@ static inline Q8W q8LoadW(const uint8_t* block) {
   }
   return w;
 }
+static inline void q8StoreW(uint8_t* block, const Q8W& w) { std::memcpy(block + 2, w.q, 32); }
 static inline Q8Scale q8ScaleX(float d) { return d; }
 static inline Q8Scale q8WeightScale(const uint8_t* block) {
   uint16_t h;

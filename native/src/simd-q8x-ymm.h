@@ -22,6 +22,8 @@ static inline Q8W q8LoadW(const uint8_t* block) {
                                           : centreBits32<5>(nibbles32(block + 6), block + 2);
   return {q, _mm256_abs_epi8(q)};
 }
+// the quants into a Q8_0 block's bytes 2 .. 33
+static inline void q8StoreW(uint8_t* block, const Q8W& w) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(block + 2), w.q); }
 static inline Q8Scale q8ScaleX(float d) { return _mm256_set1_ps(d); }
 // a weight block's f16 scale (exact), and its product with an x block's, rounded once
 static inline Q8Scale q8WeightScale(const uint8_t* block) {
