@@ -10,7 +10,7 @@ import { q8Product, quantizeRowQ8 } from '../../test/helpers/q8-activations.js';
 import type { WeightMatrix } from '../model/weights.js';
 import { f16ToF32 } from '../util/half.js';
 import { SeededRandom } from '../util/random.js';
-import { loadAddon } from './native-backend.js';
+import { loadAddon, NativeBackend } from './native-backend.js';
 import { selectBackend } from './select-backend.js';
 
 const IN = 512;
@@ -193,6 +193,17 @@ test('Q8 activations through the forward pass: every instruction set and thread 
 
 test('Q8 activations need the native kernels: the reference backend refuses them, the addon checks the option', () => {
   assert.throws(() => selectBackend('reference', () => {}, { q8Activations: true }), /need the native backend/);
+  // where they run, the start-up lines say so; without them, nothing
+  for (const q8Activations of [true, false]) {
+    const lines: string[] = [];
+    const backend = selectBackend('native', (line) => lines.push(line), { q8Activations });
+    assert.ok(backend instanceof NativeBackend);
+    backend.close();
+    assert.equal(
+      lines.some((line) => /on Q8 activations \(--q8-activations\)/.test(line)),
+      q8Activations,
+    );
+  }
   const addon = loadAddon();
   assert.throws(() => new addon.Context(1, 'yes' as unknown as boolean), /q8Activations must be a boolean/);
   assert.equal(new addon.Context(1).q8Activations, false);

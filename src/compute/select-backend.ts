@@ -2,7 +2,8 @@
  * Picks the compute backend once at startup. `auto` prefers the native kernels and falls back to the TypeScript
  * reference backend with one warning when the addon cannot load (not built, no compiler at install, foreign CPU);
  * `native` insists and fails with the reason; `reference` is the oracle itself. Q8 activations exist only in the
- * native kernels: asking for them where those cannot run fails instead of falling back.
+ * native kernels: asking for them where those cannot run fails instead of falling back, and where they run, `warn`
+ * says so once.
  */
 import { errorMessage, KvfenceError } from '../util/errors.js';
 import type { Backend } from './backend.js';
@@ -12,6 +13,9 @@ import { ReferenceBackend } from './reference-backend.js';
 export const BACKEND_PREFERENCES = ['auto', 'native', 'reference'] as const;
 export type BackendPreference = (typeof BACKEND_PREFERENCES)[number];
 const Q8_NEEDS_NATIVE = 'Q8 activations (--q8-activations) need the native backend';
+/** Said once at start where the mode is on: its results are not the f32 products the default computes. */
+const Q8_ON =
+  "kvfence: Q8_0 and Q5_0 products on Q8 activations (--q8-activations): llama.cpp's arithmetic, not the f32 products";
 
 export function selectBackend(
   preference: BackendPreference,
@@ -40,6 +44,7 @@ export function selectBackend(
     );
     return new ReferenceBackend();
   }
+  if (native.q8Activations) warn(Q8_ON);
   return native;
 }
 
