@@ -10,9 +10,9 @@ struct Q8W {
   int8_t q[32];
 };
 static inline Q8Acc q8AccZero() { return {}; }
-static inline const int8_t* q8LoadX(const int8_t* q) { return q; }
-// a weight block's quants: Q8_0's bytes, or Q5_0's nibble j (low nibbles of bytes 6 .. 21, then high) plus 16 times
-// bit j of the word at byte 2, minus 16
+using Q8X = const int8_t*;  // a block of x's 32 quants
+static inline Q8X q8LoadX(const int8_t* q) { return q; }
+// a weight block's quants: Q8_0's bytes, or those of the Q8_0 block a Q5_0 block widens to (widen-q5-0.h)
 template <WeightType T>
 static inline Q8W q8LoadW(const uint8_t* block) {
   static_assert(T == WeightType::q8_0 || T == WeightType::q5_0, "Q8 activations multiply Q8_0 and Q5_0 weights");
@@ -20,16 +20,12 @@ static inline Q8W q8LoadW(const uint8_t* block) {
   if constexpr (T == WeightType::q8_0) {
     std::memcpy(w.q, block + 2, 32);
   } else {
-    uint32_t high;
-    std::memcpy(&high, block + 2, sizeof high);
-    for (int j = 0; j < 32; j++) {
-      const int nibble = j < 16 ? block[6 + j] & 0x0f : block[6 + j - 16] >> 4;
-      w.q[j] = static_cast<int8_t>((nibble | (((high >> j) & 1) << 4)) - 16);
-    }
+    uint8_t widened[kQ8BlockBytes];
+    widenQ5_0(block, 1, widened);
+    std::memcpy(w.q, widened + 2, 32);
   }
   return w;
 }
-static inline void q8StoreW(uint8_t* block, const Q8W& w) { std::memcpy(block + 2, w.q, 32); }
 static inline Q8Scale q8ScaleX(float d) { return d; }
 static inline Q8Scale q8WeightScale(const uint8_t* block) {
   uint16_t h;
@@ -37,7 +33,7 @@ static inline Q8Scale q8WeightScale(const uint8_t* block) {
   return f16Scalar(h);
 }
 static inline Q8Scale q8Mul(Q8Scale dw, Q8Scale dx) { return dw * dx; }
-static inline Q8Acc q8Dot(Q8Acc acc, const int8_t* x, const Q8W& w, Q8Scale s) {
+static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, Q8Scale s) {
   for (int l = 0; l < 8; l++) {
     int32_t sum = 0;
     for (int j = 4 * l; j < 4 * l + 4; j++) sum += int32_t{w.q[j]} * int32_t{x[j]};

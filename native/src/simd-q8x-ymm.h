@@ -14,7 +14,8 @@ struct Q8W {
   __m256i abs;  // their magnitudes (−128 becomes 128 as an unsigned byte)
 };
 static inline Q8Acc q8AccZero() { return _mm256_setzero_ps(); }
-static inline __m256i q8LoadX(const int8_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
+using Q8X = __m256i;  // a block of x's 32 quants
+static inline Q8X q8LoadX(const int8_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
 template <WeightType T>
 static inline Q8W q8LoadW(const uint8_t* block) {
   static_assert(T == WeightType::q8_0 || T == WeightType::q5_0, "Q8 activations multiply Q8_0 and Q5_0 weights");
@@ -22,8 +23,6 @@ static inline Q8W q8LoadW(const uint8_t* block) {
                                           : centreBits32<5>(nibbles32(block + 6), block + 2);
   return {q, _mm256_abs_epi8(q)};
 }
-// the quants into a Q8_0 block's bytes 2 .. 33
-static inline void q8StoreW(uint8_t* block, const Q8W& w) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(block + 2), w.q); }
 static inline Q8Scale q8ScaleX(float d) { return _mm256_set1_ps(d); }
 // a weight block's f16 scale (exact), and its product with an x block's, rounded once
 static inline Q8Scale q8WeightScale(const uint8_t* block) {
@@ -34,7 +33,7 @@ static inline Q8Scale q8WeightScale(const uint8_t* block) {
 static inline Q8Scale q8Mul(Q8Scale dw, Q8Scale dx) { return _mm256_mul_ps(dw, dx); }
 // acc + s · (the block's 8 partial sums of w · x), one fused multiply-add a lane. vpsignb moves w's sign onto x (x
 // never holds −128, so that never overflows) and zeroes x where w is 0.
-static inline Q8Acc q8Dot(Q8Acc acc, __m256i x, const Q8W& w, Q8Scale s) {
+static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, Q8Scale s) {
   const __m256i pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.q));
   const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
   return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(quads), acc);

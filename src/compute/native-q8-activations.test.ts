@@ -8,6 +8,7 @@ import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
 import { assertSameOnEveryIsa, nativeBackendForTest } from '../../test/helpers/native.js';
 import { q8Product, quantizeRowQ8 } from '../../test/helpers/q8-activations.js';
 import type { WeightMatrix } from '../model/weights.js';
+import { widenedBytes, widenQ5_0Here } from '../model/widen-q5-0.js';
 import { f16ToF32 } from '../util/half.js';
 import { SeededRandom } from '../util/random.js';
 import { loadAddon, NativeBackend } from './native-backend.js';
@@ -40,12 +41,15 @@ function rowsOfX(): Float32Array {
 }
 const x = rowsOfX();
 
-/** Every output of every row as the written-out arithmetic gives it. */
+/** Every output of every row as the written-out arithmetic gives it (Q5_0 as the Q8_0 blocks it widens to). */
 function expected(w: WeightMatrix): Float32Array {
+  const data = w.data as Uint8Array;
+  const q8 = w.dtype === 'q8_0' ? data : new Uint8Array(widenedBytes(data.length));
+  if (w.dtype === 'q5_0') widenQ5_0Here(data, q8);
   const out = new Float32Array(ROWS * OUT);
   for (let r = 0; r < ROWS; r++) {
     const q = quantizeRowQ8(x.subarray(r * IN, (r + 1) * IN));
-    for (let o = 0; o < OUT; o++) out[r * OUT + o] = q8Product(q, w.dtype as 'q8_0', w.data as Uint8Array, IN, o);
+    for (let o = 0; o < OUT; o++) out[r * OUT + o] = q8Product(q, q8, IN, o);
   }
   return out;
 }

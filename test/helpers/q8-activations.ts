@@ -61,31 +61,20 @@ export function quantizeRowQ8(x: Float32Array): { q: Int8Array; d: Float32Array 
   return { q, d };
 }
 
-/** Quant j of the Q8_0 or Q5_0 block at byte `at`: Q8_0's byte; Q5_0's nibble j plus 16 times bit j of qh, minus 16. */
-function quant(view: DataView, dtype: 'q8_0' | 'q5_0', at: number, j: number): number {
-  if (dtype === 'q8_0') return view.getInt8(at + 2 + j);
-  const nibble = j < 16 ? view.getUint8(at + 6 + j) & 0x0f : view.getUint8(at + 6 + j - 16) >> 4;
-  return nibble + 16 * ((view.getUint32(at + 2, true) >>> j) & 1) - 16;
-}
-
-/** Output `o` of one row: x (as quantizeRowQ8 gives it) times row o of Q8_0 or Q5_0 weights (inDim values a row). */
-export function q8Product(
-  x: { q: Int8Array; d: Float32Array },
-  dtype: 'q8_0' | 'q5_0',
-  w: Uint8Array,
-  inDim: number,
-  o: number,
-): number {
+/**
+ * Output `o` of one row: x (as quantizeRowQ8 gives it) times row o of Q8_0 weights (inDim values a row). Q5_0
+ * weights multiply as the Q8_0 blocks they widen to (widenQ5_0Here: the same integers and scales).
+ */
+export function q8Product(x: { q: Int8Array; d: Float32Array }, w: Uint8Array, inDim: number, o: number): number {
   const blocks = inDim / 32;
-  const bytes = dtype === 'q8_0' ? 34 : 22;
   const view = new DataView(w.buffer, w.byteOffset, w.byteLength);
   const lanes = new Array<number>(8).fill(0);
   for (let b = 0; b < blocks; b++) {
-    const at = (o * blocks + b) * bytes;
+    const at = (o * blocks + b) * 34;
     const s = f32(f16ToF32(view.getUint16(at, true)) * x.d[b]!);
     for (let l = 0; l < 8; l++) {
       let sum = 0;
-      for (let j = 4 * l; j < 4 * l + 4; j++) sum += quant(view, dtype, at, j) * x.q[32 * b + j]!;
+      for (let j = 4 * l; j < 4 * l + 4; j++) sum += view.getInt8(at + 2 + j) * x.q[32 * b + j]!;
       lanes[l] = fmaF32(s, sum, lanes[l]!);
     }
   }
