@@ -11,7 +11,7 @@ import type { WeightMatrix } from '../src/model/weights.js';
 import { RESULT_MARKER } from './bench-types.js';
 import { layerMatrices, matrixBytes } from './decode-weights.js';
 
-/** One backend the worker times: an addon build, and whether its Q8_0 products run on Q8 activations. */
+/** One backend the worker times: an addon build, and whether its products run on Q8 activations. */
 export interface ProductsBuild {
   addonPath: string;
   q8Activations: boolean;

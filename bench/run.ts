@@ -161,7 +161,9 @@ const report = {
 };
 const table = renderTable(results, threadCount);
 if (values['q8-activations'] === true)
-  process.stdout.write('kvfence: Q8_0 products on Q8 activations (--q8-activations; docs/native.md)\n');
+  process.stdout.write(
+    'kvfence: Q8_0, Q5_0, Q4_K and Q6_K products on Q8 activations (--q8-activations; docs/native.md)\n',
+  );
 process.stdout.write(`${table}\n`);
 mkdirSync(CACHE, { recursive: true });
 writeFileSync(join(CACHE, 'latest.json'), `${JSON.stringify({ ...report, table: table.split('\n') }, null, 2)}\n`);

@@ -31,7 +31,7 @@ namespace kvf {
 namespace {
 
 // Bumped whenever a method or its arguments change; src/compute/native-backend.ts refuses any other version.
-constexpr int32_t kAbiVersion = 12;
+constexpr int32_t kAbiVersion = 13;
 constexpr int32_t kThreadCountMax = 256;
 constexpr int64_t kDimMax = int64_t{1} << 24;
 // Below this many multiply-adds a call runs on the calling thread: waking workers would cost more than it saves.
@@ -247,8 +247,8 @@ class Context : public Napi::ObjectWrap<Context> {
                        });
   }
 
-  // new Context(threadCount, q8Activations?): with q8Activations, products with Q8_0 and Q5_0 weights round x to Q8
-  // blocks first (q8x-body.inc)
+  // new Context(threadCount, q8Activations?): with q8Activations, products with Q8_0, Q5_0, Q4_K and Q6_K weights
+  // round x to Q8 blocks first (q8x-body.inc)
   explicit Context(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Context>(info) {
     const auto threads = static_cast<int32_t>(integerArg(info, 0, "threadCount", 1, kThreadCountMax));
     if (info.Length() > 1 && !info[1].IsUndefined()) {
@@ -300,10 +300,12 @@ class Context : public Napi::ObjectWrap<Context> {
   }
 
   // the weight types whose products run on Q8 activations (q8x-body.inc)
-  static bool multipliesQ8(WeightType t) { return t == WeightType::q8_0 || t == WeightType::q5_0; }
+  static bool multipliesQ8(WeightType t) {
+    return t == WeightType::q8_0 || t == WeightType::q5_0 || t == WeightType::q4_k || t == WeightType::q6_k;
+  }
 
   // With q8Activations, x as Q8 blocks into the context's buffers (grown to the largest call: a quarter of its x and
-  // a 32nd for the scales), named in args for its Q8_0 and Q5_0 products; calls of several rows split their rows over the
+  // a 32nd each for the scales and the scaled sums), named in args for its products on them (multipliesQ8); calls of several rows split their rows over the
   // pool. Without it, nothing: args keep reading x.
   void quantizeX(const KernelTable& k, MatmulArgs& args, const float* x, int64_t rowCount, int64_t inDim) {
     if (!q8Activations_ || rowCount == 0) return;
@@ -311,25 +313,28 @@ class Context : public Napi::ObjectWrap<Context> {
     if (xq_.size() < values) {
       xq_.resize(values);
       xd_.resize(values / kQ8BlockSize);
+      xe_.resize(values / kQ8BlockSize);
     }
     struct Job {
       const KernelTable* k;
       int8_t* q;
       float* d;
+      float* e;
       const float* x;
       int32_t inDim;
       int32_t rows;
       int32_t tasks;
     };
     const auto tasks = static_cast<int32_t>(std::min<int64_t>(rowCount, rowCount * inDim < kInlineWork ? 1 : pool_->threadCount()));
-    const Job job{&k, xq_.data(), xd_.data(), x, static_cast<int32_t>(inDim), static_cast<int32_t>(rowCount), tasks};
+    const Job job{&k, xq_.data(), xd_.data(), xe_.data(), x, static_cast<int32_t>(inDim), static_cast<int32_t>(rowCount), tasks};
     pool_->run(tasks, [](const void* c, int32_t t) {
       const auto* j = static_cast<const Job*>(c);
-      j->k->quantizeRowsQ8(j->q, j->d, j->x, j->inDim, static_cast<int32_t>(int64_t{j->rows} * t / j->tasks),
+      j->k->quantizeRowsQ8(j->q, j->d, j->e, j->x, j->inDim, static_cast<int32_t>(int64_t{j->rows} * t / j->tasks),
                            static_cast<int32_t>(int64_t{j->rows} * (t + 1) / j->tasks));
     }, &job);
     args.xq = xq_.data();
     args.xd = xd_.data();
+    args.xe = xe_.data();
   }
 
   // Output columns per matmul task: all of them when the call is small, else in multiples of every tile width. A
@@ -431,6 +436,7 @@ class Context : public Napi::ObjectWrap<Context> {
       for (uint32_t q = p + 1; q < count; q++) {
         job.parts[q].xq = job.parts[p].xq;
         job.parts[q].xd = job.parts[p].xd;
+        job.parts[q].xe = job.parts[p].xe;
       }
       break;
     }
@@ -831,6 +837,7 @@ class Context : public Napi::ObjectWrap<Context> {
   bool q8Activations_ = false;
   std::vector<int8_t> xq_;  // x as Q8 blocks (quantizeX)
   std::vector<float> xd_;
+  std::vector<float> xe_;
   uint64_t counts_[kOpCount] = {};
 };
 

@@ -92,10 +92,11 @@ struct MatmulArgs {
   int32_t outDim;
   const float* bias;  // (outDim) or nullptr
   bool accumulate;
-  // x as Q8 blocks (quantizeRowsQ8: inDim int8 and inDim / 32 scales a row): given, Q8_0 and Q5_0 weights multiply
-  // these instead of x (q8x-body.inc); other types ignore them
+  // x as Q8 blocks (quantizeRowsQ8: inDim int8, and inDim / 32 scales and scaled sums, a row): given, Q8_0, Q5_0,
+  // Q4_K and Q6_K weights multiply these instead of x (q8x-body.inc); other types ignore them
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
+  const float* xe = nullptr;
 };
 
 struct AttentionArgs {
@@ -150,9 +151,9 @@ struct KernelTable {
   void (*embedRow)(float* out, const void* w, WeightType type, int32_t inDim, int32_t token);
   // out[i] = x[i] rounded to f16 (nearest even; a NaN to its sign's quiet NaN), i < n: a K or V row as stored
   void (*storeHalves)(uint16_t* out, const float* x, int32_t n);
-  // rows [rBegin, rEnd) of x (inDim values, a multiple of 32, each) as Q8 blocks: inDim int8 into q and inDim / 32
-  // scales into d a row (MatmulArgs::xq, xd)
-  void (*quantizeRowsQ8)(int8_t* q, float* d, const float* x, int32_t inDim, int32_t rBegin, int32_t rEnd);
+  // rows [rBegin, rEnd) of x (inDim values, a multiple of 32, each) as Q8 blocks: inDim int8 into q, inDim / 32
+  // scales into d and as many scaled sums into e a row (MatmulArgs::xq, xd, xe)
+  void (*quantizeRowsQ8)(int8_t* q, float* d, float* e, const float* x, int32_t inDim, int32_t rBegin, int32_t rEnd);
   // a[i] = b[i] + s * c[i] for i in [begin, end): STREAM's triad
   void (*triad)(float* a, const float* b, const float* c, float s, int64_t begin, int64_t end);
 };

@@ -48,6 +48,10 @@ struct Q32 {
   __m512i lo;
   __m512i hi;
 };
+// the 32 quants as int8 in one ymm register (the Q8 activations' weights, simd-q8x-ymm.h): each lane's low byte
+static inline __m256i q32Bytes(Q32 q) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(q.lo)), _mm512_cvtepi32_epi8(q.hi), 1);
+}
 static inline __m512i widen16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 static inline Q32 q32Load(const uint8_t* p) { return {widen16(p), widen16(p + 16)}; }
 static inline Q32 q32Nibbles(const uint8_t* p) {

@@ -8,6 +8,8 @@
 struct Q32 {
   __m256i v;
 };
+// the 32 quants as int8 in one ymm register (the Q8 activations' weights, simd-q8x-ymm.h)
+static inline __m256i q32Bytes(Q32 q) { return q.v; }
 static inline Q32 q32Load(const uint8_t* p) { return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))}; }
 static inline Q32 q32Nibbles(const uint8_t* p) { return {nibbles32(p)}; }
 static inline Q32 q32Bits(Q32 a, int shift, uint8_t mask) { return {_mm256_and_si256(_mm256_srli_epi16(a.v, shift), splat8(mask))}; }

@@ -1,43 +1,70 @@
-// Q8 activations × Q8_0 or Q5_0 weights (q8x-body.inc) in plain C++: the same integers and the same f32
+// Q8 activations' primitives (q8x-body.inc) in plain C++: the same integers and the same f32
 // operations per lane as simd-q8x-ymm.h, so the same bits. Included by simd-portable.h inside its namespace.
 #pragma once
 
 struct Q8Acc {
   float l[8];
 };
-using Q8Scale = float;
+struct Q8Scale {
+  float l[8];  // a scale for each lane
+};
 struct Q8W {
   int8_t q[32];
 };
 static inline Q8Acc q8AccZero() { return {}; }
 using Q8X = const int8_t*;  // a block of x's 32 quants
 static inline Q8X q8LoadX(const int8_t* q) { return q; }
+static inline Q8W q8LoadQuants(const void* p) {
+  Q8W w;
+  std::memcpy(w.q, p, 32);
+  return w;
+}
 // a weight block's quants: Q8_0's bytes, or those of the Q8_0 block a Q5_0 block widens to (widen-q5-0.h)
 template <WeightType T>
 static inline Q8W q8LoadW(const uint8_t* block) {
   static_assert(T == WeightType::q8_0 || T == WeightType::q5_0, "Q8 activations multiply Q8_0 and Q5_0 weights");
-  Q8W w;
-  if constexpr (T == WeightType::q8_0) {
-    std::memcpy(w.q, block + 2, 32);
-  } else {
-    uint8_t widened[kQ8BlockBytes];
-    widenQ5_0(block, 1, widened);
-    std::memcpy(w.q, widened + 2, 32);
-  }
-  return w;
+  if constexpr (T == WeightType::q8_0) return q8LoadQuants(block + 2);
+  uint8_t widened[kQ8BlockBytes];
+  widenQ5_0(block, 1, widened);
+  return q8LoadQuants(widened + 2);
 }
-static inline Q8Scale q8ScaleX(float d) { return d; }
+static inline void q8StoreQuants(uint8_t* p, const Q8W& w) { std::memcpy(p, w.q, 32); }
+// a K-quant's 32 quants of a chunk: byte j of word k is value 8k + j (simd-q32-words.h)
+static inline Q8W q8WOfQ32(const Q32& quants) { return q8LoadQuants(quants.w); }
+static inline Q8Scale q8Splat(float s) { return {{s, s, s, s, s, s, s, s}}; }
+static inline Q8Scale q8ScaleX(float d) { return q8Splat(d); }
 static inline Q8Scale q8WeightScale(const uint8_t* block) {
   uint16_t h;
   std::memcpy(&h, block, sizeof h);
-  return f16Scalar(h);
+  return q8Splat(f16Scalar(h));
 }
-static inline Q8Scale q8Mul(Q8Scale dw, Q8Scale dx) { return dw * dx; }
-static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, Q8Scale s) {
+static inline Q8Scale q8Mul(const Q8Scale& dw, const Q8Scale& dx) {
+  Q8Scale s;
+  for (int l = 0; l < 8; l++) s.l[l] = dw.l[l] * dx.l[l];
+  return s;
+}
+template <int kGroup>
+static inline Q8Scale q8GroupScales(const float* g, int i) {
+  static_assert(kGroup == 16 || kGroup == 32, "K-quant groups are 16 or 32 values");
+  Q8Scale s;
+  for (int l = 0; l < 8; l++) s.l[l] = kGroup == 32 ? g[i] : g[2 * i + l / 4];
+  return s;
+}
+static inline Q8Scale q8LoadScales(const float* p) {
+  Q8Scale s;
+  std::memcpy(s.l, p, sizeof s.l);
+  return s;
+}
+static inline void q8StoreScales(float* p, const Q8Scale& s) { std::memcpy(p, s.l, sizeof s.l); }
+static inline Q8Acc q8SubMins(Q8Acc acc, const float* m, const float* e) {
+  for (int l = 0; l < 8; l++) acc.l[l] = std::fma(-m[l], e[l], acc.l[l]);
+  return acc;
+}
+static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, const Q8Scale& s) {
   for (int l = 0; l < 8; l++) {
     int32_t sum = 0;
     for (int j = 4 * l; j < 4 * l + 4; j++) sum += int32_t{w.q[j]} * int32_t{x[j]};
-    acc.l[l] = std::fma(s, static_cast<float>(sum), acc.l[l]);
+    acc.l[l] = std::fma(s.l[l], static_cast<float>(sum), acc.l[l]);
   }
   return acc;
 }
@@ -45,20 +72,23 @@ static inline float q8Sum(const Q8Acc& a) {
   const float* l = a.l;
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
-static inline void q8QuantizeBlock(int8_t* q, float* d, const float* x) {
+static inline void q8QuantizeBlock(int8_t* q, float* d, float* e, const float* x) {
   float amax = 0.0f;
   for (int i = 0; i < 32; i++) {
     const float a = std::fabs(x[i]);
     if (!(a < INFINITY)) {
       std::memset(q, 0, 32);
-      *d = NAN;
+      *d = *e = NAN;
       return;
     }
     amax = std::max(amax, a);
   }
   const float scale = amax / 127.0f;
   *d = scale;
+  int32_t sum = 0;
   for (int i = 0; i < 32; i++) {
     q[i] = scale == 0.0f ? 0 : static_cast<int8_t>(std::nearbyint(std::min(std::max(x[i] / scale, -127.0f), 127.0f)));
+    sum += q[i];
   }
+  *e = scale * static_cast<float>(sum);
 }

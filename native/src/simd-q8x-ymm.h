@@ -1,28 +1,34 @@
-// Q8 activations × Q8_0 or Q5_0 weights (q8x-body.inc), in one ymm register: a weight block's 32 quants as int8
-// (Q5_0's nibbles and fifth bits assembled as simd-q32-ymm.h does), their products with x's summed four at a time
-// into 8 int32 lanes (lane l: bytes 4l .. 4l + 3) by vpmaddubsw and vpmaddwd, which are exact here (|w| ≤ 128 and
-// |x| ≤ 127, so a pair's sum ≤ 32,512 fits the int16), then converted and multiply-added into 8 f32 lanes. Used by
-// AVX2 and AVX-512 alike (the same instructions), included inside their namespaces.
+// Q8 activations' primitives (q8x-body.inc), in one ymm register: a weight block's 32 quants as int8 (Q5_0's
+// nibbles and fifth bits assembled as simd-q32-ymm.h does; a K-quant's as its BlockFormat assembles them, q32Bytes),
+// their products with x's summed four at a time into 8 int32 lanes (lane l: bytes 4l .. 4l + 3) by vpmaddubsw and
+// vpmaddwd, which are exact here (|w| ≤ 128 and |x| ≤ 127, so a pair's sum ≤ 32,512 fits the int16), then converted
+// and multiply-added into 8 f32 lanes. Used by AVX2 and AVX-512 alike (the same instructions), included inside their
+// namespaces after their Q32.
 #pragma once
 
 #include "simd-bytes-ymm.h"
 
 using Q8Acc = __m256;
-using Q8Scale = __m256;  // every lane the same
+using Q8Scale = __m256;  // a scale for each lane
 struct Q8W {
   __m256i q;    // the block's quants
   __m256i abs;  // their magnitudes (−128 becomes 128 as an unsigned byte)
 };
 static inline Q8Acc q8AccZero() { return _mm256_setzero_ps(); }
+static inline Q8W q8WOf(__m256i q) { return {q, _mm256_abs_epi8(q)}; }
 using Q8X = __m256i;  // a block of x's 32 quants
 static inline Q8X q8LoadX(const int8_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
 template <WeightType T>
 static inline Q8W q8LoadW(const uint8_t* block) {
   static_assert(T == WeightType::q8_0 || T == WeightType::q5_0, "Q8 activations multiply Q8_0 and Q5_0 weights");
-  const __m256i q = T == WeightType::q8_0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2))
-                                          : centreBits32<5>(nibbles32(block + 6), block + 2);
-  return {q, _mm256_abs_epi8(q)};
+  return q8WOf(T == WeightType::q8_0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2))
+                                     : centreBits32<5>(nibbles32(block + 6), block + 2));
 }
+// a K-quant's 32 quants of a chunk, as its BlockFormat assembles them
+static inline Q8W q8WOfQ32(Q32 quants) { return q8WOf(q32Bytes(quants)); }
+// 32 quants as bytes (a prepared K-quant block, q8x-body.inc)
+static inline Q8W q8LoadQuants(const uint8_t* p) { return q8WOf(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+static inline void q8StoreQuants(uint8_t* p, const Q8W& w) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), w.q); }
 static inline Q8Scale q8ScaleX(float d) { return _mm256_set1_ps(d); }
 // a weight block's f16 scale (exact), and its product with an x block's, rounded once
 static inline Q8Scale q8WeightScale(const uint8_t* block) {
@@ -31,6 +37,21 @@ static inline Q8Scale q8WeightScale(const uint8_t* block) {
   return _mm256_cvtph_ps(_mm_set1_epi16(h));
 }
 static inline Q8Scale q8Mul(Q8Scale dw, Q8Scale dx) { return _mm256_mul_ps(dw, dx); }
+// a K-quant chunk's (values 32·i .. 32·i + 31) group scales g (BlockFormat::scales) by lane: groups of 32 one for
+// every lane, groups of 16 g[2i] for lanes 0..3 (values 0..15) and g[2i + 1] for lanes 4..7
+template <int kGroup>
+static inline Q8Scale q8GroupScales(const float* g, int i) {
+  static_assert(kGroup == 16 || kGroup == 32, "K-quant groups are 16 or 32 values");
+  if constexpr (kGroup == 32) return _mm256_broadcast_ss(g + i);
+  const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(g + 2 * i)));
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+}
+static inline Q8Scale q8LoadScales(const float* p) { return _mm256_loadu_ps(p); }
+static inline void q8StoreScales(float* p, Q8Scale s) { _mm256_storeu_ps(p, s); }
+// lane l: acc − m[l] · e[l], rounded once
+static inline Q8Acc q8SubMins(Q8Acc acc, const float* m, const float* e) {
+  return _mm256_fnmadd_ps(_mm256_loadu_ps(m), _mm256_loadu_ps(e), acc);
+}
 // acc + s · (the block's 8 partial sums of w · x), one fused multiply-add a lane. vpsignb moves w's sign onto x (x
 // never holds −128, so that never overflows) and zeroes x where w is 0.
 static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, Q8Scale s) {
@@ -44,10 +65,10 @@ static inline float q8Sum(Q8Acc a) {
   const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
   return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
 }
-// 32 values of x: d = max |x| / 127, q = each x / d rounded to the nearest integer (ties to even), within ±127; a
-// block of zeros (or so small that d rounds to 0) gets d = 0 and q = 0; one with an infinity or NaN gets d = NaN and
-// q = 0, so every product over it is NaN
-static inline void q8QuantizeBlock(int8_t* q, float* d, const float* x) {
+// 32 values of x: d = max |x| / 127, q = each x / d rounded to the nearest integer (ties to even), within ±127, and
+// e = d · (the sum of the q), rounded once; a block of zeros (or so small that d rounds to 0) gets d = 0, q = 0 and
+// e = 0; one with an infinity or NaN gets d = e = NaN and q = 0, so every product over it is NaN
+static inline void q8QuantizeBlock(int8_t* q, float* d, float* e, const float* x) {
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 v[4];
   __m256 amax = _mm256_setzero_ps();
@@ -60,7 +81,7 @@ static inline void q8QuantizeBlock(int8_t* q, float* d, const float* x) {
   }
   if (_mm256_movemask_ps(finite) != 0xff) {
     std::memset(q, 0, 32);
-    *d = NAN;
+    *d = *e = NAN;
     return;
   }
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
@@ -70,6 +91,7 @@ static inline void q8QuantizeBlock(int8_t* q, float* d, const float* x) {
   *d = scale;
   if (scale == 0.0f) {
     std::memset(q, 0, 32);
+    *e = 0.0f;
     return;
   }
   __m256i n[4];
@@ -77,6 +99,11 @@ static inline void q8QuantizeBlock(int8_t* q, float* d, const float* x) {
     const __m256 r = _mm256_div_ps(v[i], _mm256_set1_ps(scale));
     n[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f)));
   }
+  const __m256i sums = _mm256_add_epi32(_mm256_add_epi32(n[0], n[1]), _mm256_add_epi32(n[2], n[3]));
+  __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+  sum = _mm_add_epi32(sum, _mm_unpackhi_epi64(sum, sum));
+  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 1));
+  *e = scale * static_cast<float>(_mm_cvtsi128_si32(sum));
   // packs interleave the 128-bit halves: the permutation puts the 32 bytes back in order
   const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),

@@ -29,7 +29,7 @@ import { gegluInPlace } from './geglu.js';
 
 /** Where `npm install` puts the addon, from dist/src/compute/. */
 export const DEFAULT_ADDON_PATH = fileURLToPath(new URL('../../../build/Release/kvfence_native.node', import.meta.url));
-const ADDON_ABI_VERSION = 12;
+const ADDON_ABI_VERSION = 13;
 export const NATIVE_THREAD_COUNT_MAX = 256;
 
 export type NativeOp =
@@ -172,7 +172,7 @@ export interface NativeBackendOptions {
   /** the .node file (default: DEFAULT_ADDON_PATH) */
   addonPath?: string;
   /**
-   * Products with Q8_0 weights round each row of x to 8-bit blocks first and multiply integers, as llama.cpp does
+   * Products with Q8_0, Q5_0, Q4_K and Q6_K weights round each row of x to 8-bit blocks first and multiply integers, as llama.cpp does
    * (docs/native.md, "Q8 activations"): faster, and no longer the f32 products the reference computes. Default off.
    */
   q8Activations?: boolean | undefined;

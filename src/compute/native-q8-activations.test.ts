@@ -6,7 +6,7 @@ import { assertSameBits, gaussian } from '../../test/helpers/backend-conformance
 import { prefillLogits, promptOf } from '../../test/helpers/forward-checks.js';
 import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
 import { assertSameOnEveryIsa, nativeBackendForTest } from '../../test/helpers/native.js';
-import { q8Product, quantizeRowQ8 } from '../../test/helpers/q8-activations.js';
+import { q8Product, q8ProductK, quantizeRowQ8 } from '../../test/helpers/q8-activations.js';
 import type { WeightMatrix } from '../model/weights.js';
 import { widenedBytes, widenQ5_0Here } from '../model/widen-q5-0.js';
 import { f16ToF32 } from '../util/half.js';
@@ -18,13 +18,15 @@ const IN = 512;
 const OUT = 40; // not a multiple of any tile's outputs
 const ROWS = 7;
 const random = new SeededRandom(8);
-// random quants (Q8_0's −128 included) and f16 scales from subnormal to 65,504
-const randomWeights = (dtype: 'q8_0' | 'q5_0'): WeightMatrix => ({
+type Q8Type = 'q8_0' | 'q5_0' | 'q4_k' | 'q6_k';
+const blockValues = (dtype: Q8Type) => (dtype === 'q4_k' || dtype === 'q6_k' ? 256 : 32);
+// random quants (Q8_0's −128 included), group scales and mins, and f16 scales from subnormal to 65,504
+const randomWeights = (dtype: Q8Type): WeightMatrix => ({
   name: dtype,
   dtype,
   inDim: IN,
   outDim: OUT,
-  data: randomBlocks(dtype, (IN / 32) * OUT, 3),
+  data: randomBlocks(dtype, (IN / blockValues(dtype)) * OUT, 3),
 });
 const weights = randomWeights('q8_0');
 
@@ -44,12 +46,15 @@ const x = rowsOfX();
 /** Every output of every row as the written-out arithmetic gives it (Q5_0 as the Q8_0 blocks it widens to). */
 function expected(w: WeightMatrix): Float32Array {
   const data = w.data as Uint8Array;
-  const q8 = w.dtype === 'q8_0' ? data : new Uint8Array(widenedBytes(data.length));
-  if (w.dtype === 'q5_0') widenQ5_0Here(data, q8);
+  const { dtype } = w;
+  const q8 = dtype === 'q5_0' ? new Uint8Array(widenedBytes(data.length)) : data;
+  if (dtype === 'q5_0') widenQ5_0Here(data, q8);
   const out = new Float32Array(ROWS * OUT);
   for (let r = 0; r < ROWS; r++) {
     const q = quantizeRowQ8(x.subarray(r * IN, (r + 1) * IN));
-    for (let o = 0; o < OUT; o++) out[r * OUT + o] = q8Product(q, q8, IN, o);
+    for (let o = 0; o < OUT; o++)
+      out[r * OUT + o] =
+        dtype === 'q4_k' || dtype === 'q6_k' ? q8ProductK(q, q8, dtype, IN, o) : q8Product(q, q8, IN, o);
   }
   return out;
 }
@@ -72,7 +77,7 @@ const plain = nativeBackendForTest();
 after(() => plain.close());
 
 test('Q8 activations: each product is the written-out arithmetic, bit for bit, on every instruction set, thread count and batch', () => {
-  for (const w of [weights, randomWeights('q5_0')]) {
+  for (const w of [weights, randomWeights('q5_0'), randomWeights('q4_k'), randomWeights('q6_k')]) {
     const want = expected(w);
     assert.ok(want.slice(6 * OUT).every(Number.isNaN));
     for (const threadCount of [1, 3]) {
@@ -170,30 +175,31 @@ test('Q8 activations: a Q5_0 model gives the same bits as stored and widened int
   }
 });
 
-test('Q8 activations through the forward pass: every instruction set and thread count, chunked prefill, the same bits', () => {
-  const model = loadTestModel({ preset: 'small', arch: 'llama', dtype: 'q8_0', seed: 40 });
-  const prompt = promptOf(model, 40, 2);
-  const q8 = nativeBackendForTest({ q8Activations: true });
-  try {
-    const wanted = prefillLogits(forwardFor(model, 8, 16, q8), prompt, 40);
-    for (const chunk of [40, 4, 7, 1])
-      assertSameOnEveryIsa(
-        (backend) => prefillLogits(forwardFor(model, 8, 16, backend), prompt, chunk),
-        wanted,
-        `chunks of ${chunk}`,
-        [1, 3],
-        { q8Activations: true },
-      );
-    // not the f32 products, but close to them
-    const f32 = prefillLogits(forwardFor(model, 8, 16, plain), prompt, 40);
-    const rms = (a: ArrayLike<number>) => Math.sqrt(Array.from(a).reduce((s, v) => s + v * v, 0) / a.length);
-    const difference = rms(wanted.map((v, i) => v - f32[i]!));
-    assert.ok(difference > 0, 'Q8 activations changed nothing');
-    assert.ok(difference < 0.05 * rms(f32), `logits moved by ${difference} (rms ${rms(f32)})`);
-  } finally {
-    q8.close();
-  }
-});
+for (const dtype of ['q8_0', 'q4_k_m'] as const)
+  test(`Q8 activations through the forward pass (${dtype}): every instruction set and thread count, chunked prefill, the same bits`, () => {
+    const model = loadTestModel({ preset: 'small', arch: 'llama', dtype, seed: 40 });
+    const prompt = promptOf(model, 40, 2);
+    const q8 = nativeBackendForTest({ q8Activations: true });
+    try {
+      const wanted = prefillLogits(forwardFor(model, 8, 16, q8), prompt, 40);
+      for (const chunk of [40, 4, 7, 1])
+        assertSameOnEveryIsa(
+          (backend) => prefillLogits(forwardFor(model, 8, 16, backend), prompt, chunk),
+          wanted,
+          `chunks of ${chunk}`,
+          [1, 3],
+          { q8Activations: true },
+        );
+      // not the f32 products, but close to them
+      const f32 = prefillLogits(forwardFor(model, 8, 16, plain), prompt, 40);
+      const rms = (a: ArrayLike<number>) => Math.sqrt(Array.from(a).reduce((s, v) => s + v * v, 0) / a.length);
+      const difference = rms(wanted.map((v, i) => v - f32[i]!));
+      assert.ok(difference > 0, 'Q8 activations changed nothing');
+      assert.ok(difference < 0.05 * rms(f32), `logits moved by ${difference} (rms ${rms(f32)})`);
+    } finally {
+      q8.close();
+    }
+  });
 
 test('Q8 activations need the native kernels: the reference backend refuses them, the addon checks the option', () => {
   assert.throws(() => selectBackend('reference', () => {}, { q8Activations: true }), /need the native backend/);

@@ -19,7 +19,7 @@ function nextUp(f: number): number {
 }
 
 /**
- * a · b + c rounded once to f32, for f32 a and c and an integer b with |a · b| exact in f64 (b below 2^29). The sum
+ * a · b + c rounded once to f32, for f32 a and c and b with a · b exact in f64 (b an f32, or an integer below 2^29). The sum
  * is rounded to f64 with its error kept (TwoSum); rounding that to f32 rounds twice only where the f64 sum lands on the
  * midpoint between two f32 values, and the error then says which side the exact sum lies on.
  */
@@ -41,43 +41,136 @@ function roundTiesToEven(v: number): number {
   return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
-/** One row of x (a multiple of 32 values) as Q8 blocks: 32 int8 and a scale each. */
-export function quantizeRowQ8(x: Float32Array): { q: Int8Array; d: Float32Array } {
+/** x as Q8 blocks of 32: the quants, each block's scale d and d · (the sum of its quants). */
+export interface Q8Row {
+  q: Int8Array;
+  d: Float32Array;
+  e: Float32Array;
+}
+
+/** One row of x (a multiple of 32 values) as Q8 blocks. */
+export function quantizeRowQ8(x: Float32Array): Q8Row {
   const q = new Int8Array(x.length);
   const d = new Float32Array(x.length / 32);
+  const e = new Float32Array(x.length / 32);
   for (let b = 0; b < d.length; b++) {
     const block = x.subarray(32 * b, 32 * b + 32);
     if (block.some((v) => !Number.isFinite(v))) {
-      d[b] = Number.NaN;
+      d[b] = e[b] = Number.NaN;
       continue;
     }
     const scale = f32(block.reduce((m, v) => Math.max(m, Math.abs(v)), 0) / 127);
     d[b] = scale;
     if (scale === 0) continue;
+    let sum = 0;
     for (let i = 0; i < 32; i++) {
       q[32 * b + i] = roundTiesToEven(Math.min(Math.max(f32(block[i]! / scale), -127), 127));
+      sum += q[32 * b + i]!;
     }
+    e[b] = f32(scale * sum);
   }
-  return { q, d };
+  return { q, d, e };
+}
+
+/** ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), in f32. */
+function laneTree(lanes: number[]): number {
+  const [a0, a1, a2, a3, a4, a5, a6, a7] = lanes as [number, number, number, number, number, number, number, number];
+  return f32(f32(f32(a0 + a4) + f32(a2 + a6)) + f32(f32(a1 + a5) + f32(a3 + a7)));
+}
+
+/** lane l += s_l · Σ_{j<4} w[4l + j] · q[4l + j] for one chunk of 32 (w, q from their offsets), rounded once. */
+function addChunk(lanes: number[], s: (l: number) => number, w: (j: number) => number, x: Q8Row, b: number): void {
+  for (let l = 0; l < 8; l++) {
+    let sum = 0;
+    for (let j = 4 * l; j < 4 * l + 4; j++) sum += w(j) * x.q[32 * b + j]!;
+    lanes[l] = fmaF32(s(l), sum, lanes[l]!);
+  }
 }
 
 /**
  * Output `o` of one row: x (as quantizeRowQ8 gives it) times row o of Q8_0 weights (inDim values a row). Q5_0
  * weights multiply as the Q8_0 blocks they widen to (widenQ5_0Here: the same integers and scales).
  */
-export function q8Product(x: { q: Int8Array; d: Float32Array }, w: Uint8Array, inDim: number, o: number): number {
+export function q8Product(x: Q8Row, w: Uint8Array, inDim: number, o: number): number {
   const blocks = inDim / 32;
   const view = new DataView(w.buffer, w.byteOffset, w.byteLength);
   const lanes = new Array<number>(8).fill(0);
   for (let b = 0; b < blocks; b++) {
     const at = (o * blocks + b) * 34;
     const s = f32(f16ToF32(view.getUint16(at, true)) * x.d[b]!);
-    for (let l = 0; l < 8; l++) {
-      let sum = 0;
-      for (let j = 4 * l; j < 4 * l + 4; j++) sum += view.getInt8(at + 2 + j) * x.q[32 * b + j]!;
-      lanes[l] = fmaF32(s, sum, lanes[l]!);
-    }
+    addChunk(
+      lanes,
+      () => s,
+      (j) => view.getInt8(at + 2 + j),
+      x,
+      b,
+    );
   }
-  const [a0, a1, a2, a3, a4, a5, a6, a7] = lanes as [number, number, number, number, number, number, number, number];
-  return f32(f32(f32(a0 + a4) + f32(a2 + a6)) + f32(f32(a1 + a5) + f32(a3 + a7)));
+  return laneTree(lanes);
+}
+
+/**
+ * A K-quant block of 256 values, read from ggml's layout (ggml-common.h) by value index: its integer quants, each
+ * value's group scale d · sc and (Q4_K) each 32-value sub-block's min dmin · m, all exact in f32.
+ */
+interface KBlock {
+  quant(y: number): number;
+  scale(y: number): number;
+  min(sub: number): number;
+}
+
+function q6kBlock(view: DataView, at: number): KBlock {
+  const d = f16ToF32(view.getUint16(at + 208, true));
+  return {
+    // y = 128 n + 32 k + l: low nibble of ql[64 n + l + 32 (k odd)] (high nibble for k ≥ 2), bits 2k of qh[32 n + l]
+    quant(y) {
+      const n = y >> 7;
+      const k = (y >> 5) & 3;
+      const l = y & 31;
+      const low = (view.getUint8(at + 64 * n + l + 32 * (k & 1)) >> (k >= 2 ? 4 : 0)) & 15;
+      const high = (view.getUint8(at + 128 + 32 * n + l) >> (2 * k)) & 3;
+      return (low | (high << 4)) - 32;
+    },
+    scale: (y) => f32(d * view.getInt8(at + 192 + (y >> 4))),
+    min: () => 0,
+  };
+}
+
+function q4kBlock(view: DataView, at: number): KBlock {
+  const d = f16ToF32(view.getUint16(at, true));
+  const dmin = f16ToF32(view.getUint16(at + 2, true));
+  const q = (i: number) => view.getUint8(at + 4 + i);
+  // get_scale_min_k4: sub-block j's 6-bit scale and min
+  const sc = (j: number) => (j < 4 ? q(j) & 63 : (q(j + 4) & 15) | ((q(j - 4) >> 6) << 4));
+  const m = (j: number) => (j < 4 ? q(j + 4) & 63 : (q(j + 4) >> 4) | ((q(j) >> 6) << 4));
+  return {
+    // y = 64 j + 32 h + l: the low (h = 0) or high nibble of qs[32 j + l]
+    quant: (y) => (view.getUint8(at + 16 + 32 * (y >> 6) + (y & 31)) >> (y & 32 ? 4 : 0)) & 15,
+    scale: (y) => f32(d * sc(y >> 5)),
+    min: (sub) => f32(dmin * m(sub)),
+  };
+}
+
+/** Output `o` of one row: x times row o of Q4_K or Q6_K weights (inDim values a row, a multiple of 256). */
+export function q8ProductK(x: Q8Row, w: Uint8Array, dtype: 'q4_k' | 'q6_k', inDim: number, o: number): number {
+  const blocks = inDim / 256;
+  const bytes = dtype === 'q4_k' ? 144 : 210;
+  const view = new DataView(w.buffer, w.byteOffset, w.byteLength);
+  const lanes = new Array<number>(8).fill(0);
+  for (let kb = 0; kb < blocks; kb++) {
+    const block = (dtype === 'q4_k' ? q4kBlock : q6kBlock)(view, (o * blocks + kb) * bytes);
+    for (let i = 0; i < 8; i++) {
+      const b = 8 * kb + i;
+      // lane l holds values 4l .. 4l + 3 of the chunk: its group's scale
+      addChunk(
+        lanes,
+        (l) => f32(block.scale(32 * i + 4 * l) * x.d[b]!),
+        (j) => block.quant(32 * i + j),
+        x,
+        b,
+      );
+    }
+    if (dtype === 'q4_k') for (let l = 0; l < 8; l++) lanes[l] = fmaF32(-block.min(l), x.e[8 * kb + l]!, lanes[l]!);
+  }
+  return laneTree(lanes);
 }
