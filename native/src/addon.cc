@@ -247,8 +247,8 @@ class Context : public Napi::ObjectWrap<Context> {
                        });
   }
 
-  // new Context(threadCount, q8Activations?): with q8Activations, products with Q8_0, Q5_0, Q4_K and Q6_K weights
-  // round x to Q8 blocks first (q8x-body.inc)
+  // new Context(threadCount, q8Activations?): with q8Activations, products with Q4_0, Q5_0, Q8_0 and the K-quants
+  // but Q2_K round x to Q8 blocks first (q8x-body.inc)
   explicit Context(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Context>(info) {
     const auto threads = static_cast<int32_t>(integerArg(info, 0, "threadCount", 1, kThreadCountMax));
     if (info.Length() > 1 && !info[1].IsUndefined()) {
@@ -301,7 +301,18 @@ class Context : public Napi::ObjectWrap<Context> {
 
   // the weight types whose products run on Q8 activations (q8x-body.inc)
   static bool multipliesQ8(WeightType t) {
-    return t == WeightType::q8_0 || t == WeightType::q5_0 || t == WeightType::q4_k || t == WeightType::q6_k;
+    switch (t) {
+      case WeightType::q4_0:
+      case WeightType::q5_0:
+      case WeightType::q8_0:
+      case WeightType::q3_k:
+      case WeightType::q4_k:
+      case WeightType::q5_k:
+      case WeightType::q6_k:
+        return true;
+      default:
+        return false;
+    }
   }
 
   // With q8Activations, x as Q8 blocks into the context's buffers (grown to the largest call: a quarter of its x and

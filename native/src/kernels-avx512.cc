@@ -1,7 +1,6 @@
 // The AVX-512 kernels (F, BW, VL, DQ; with FMA and F16C). Compiled for that target whatever the build machine's
 // default; the dispatcher calls them only when the CPU reports every one of these features.
 #include "kernels.h"
-#include "widen-q5-0.h"  // Q8 activations unpack a batch's Q5_0 with it (q8x-body.inc)
 
 #if defined(__x86_64__)
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* "uninitialized"): a known false positive.

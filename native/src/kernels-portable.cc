@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "kernels.h"
-#include "widen-q5-0.h"  // Q8 activations unpack a batch's Q5_0 with it (q8x-body.inc)
+#include "widen-q5-0.h"  // Q8 activations unpack Q5_0 with it (simd-q8x-scalar.h)
 
 namespace kvf {
 namespace portable {

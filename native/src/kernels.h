@@ -92,8 +92,8 @@ struct MatmulArgs {
   int32_t outDim;
   const float* bias;  // (outDim) or nullptr
   bool accumulate;
-  // x as Q8 blocks (quantizeRowsQ8: inDim int8, and inDim / 32 scales and scaled sums, a row): given, Q8_0, Q5_0,
-  // Q4_K and Q6_K weights multiply these instead of x (q8x-body.inc); other types ignore them
+  // x as Q8 blocks (quantizeRowsQ8: inDim int8, and inDim / 32 scales and scaled sums, a row): given, the types
+  // q8x-body.inc names multiply these instead of x (q8x-body.inc); other types ignore them
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
   const float* xe = nullptr;

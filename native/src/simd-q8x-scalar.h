@@ -19,14 +19,23 @@ static inline Q8W q8LoadQuants(const void* p) {
   std::memcpy(w.q, p, 32);
   return w;
 }
-// a weight block's quants: Q8_0's bytes, or those of the Q8_0 block a Q5_0 block widens to (widen-q5-0.h)
+// a weight block's quants: Q8_0's bytes, those of the Q8_0 block a Q5_0 block widens to (widen-q5-0.h), or Q4_0's
+// nibbles − 8
 template <WeightType T>
 static inline Q8W q8LoadW(const uint8_t* block) {
-  static_assert(T == WeightType::q8_0 || T == WeightType::q5_0, "Q8 activations multiply Q8_0 and Q5_0 weights");
+  static_assert(T == WeightType::q8_0 || T == WeightType::q5_0 || T == WeightType::q4_0, "a block of 32 values");
   if constexpr (T == WeightType::q8_0) return q8LoadQuants(block + 2);
-  uint8_t widened[kQ8BlockBytes];
-  widenQ5_0(block, 1, widened);
-  return q8LoadQuants(widened + 2);
+  if constexpr (T == WeightType::q5_0) {
+    uint8_t widened[kQ8BlockBytes];
+    widenQ5_0(block, 1, widened);
+    return q8LoadQuants(widened + 2);
+  }
+  Q8W w;
+  for (int j = 0; j < 16; j++) {
+    w.q[j] = static_cast<int8_t>((block[2 + j] & 0x0f) - 8);
+    w.q[16 + j] = static_cast<int8_t>((block[2 + j] >> 4) - 8);
+  }
+  return w;
 }
 static inline void q8StoreQuants(uint8_t* p, const Q8W& w) { std::memcpy(p, w.q, 32); }
 // a K-quant's 32 quants of a chunk: byte j of word k is value 8k + j (simd-q32-words.h)
@@ -56,8 +65,11 @@ static inline Q8Scale q8LoadScales(const float* p) {
   return s;
 }
 static inline void q8StoreScales(float* p, const Q8Scale& s) { std::memcpy(p, s.l, sizeof s.l); }
+// m may point into a prepared block's bytes: read by memcpy, as q8LoadScales does
 static inline Q8Acc q8SubMins(Q8Acc acc, const float* m, const float* e) {
-  for (int l = 0; l < 8; l++) acc.l[l] = std::fma(-m[l], e[l], acc.l[l]);
+  float mins[8];
+  std::memcpy(mins, m, sizeof mins);
+  for (int l = 0; l < 8; l++) acc.l[l] = std::fma(-mins[l], e[l], acc.l[l]);
   return acc;
 }
 static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, const Q8Scale& s) {

@@ -20,9 +20,10 @@ using Q8X = __m256i;  // a block of x's 32 quants
 static inline Q8X q8LoadX(const int8_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
 template <WeightType T>
 static inline Q8W q8LoadW(const uint8_t* block) {
-  static_assert(T == WeightType::q8_0 || T == WeightType::q5_0, "Q8 activations multiply Q8_0 and Q5_0 weights");
-  return q8WOf(T == WeightType::q8_0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2))
-                                     : centreBits32<5>(nibbles32(block + 6), block + 2));
+  static_assert(T == WeightType::q8_0 || T == WeightType::q5_0 || T == WeightType::q4_0, "a block of 32 values");
+  if constexpr (T == WeightType::q8_0) return q8WOf(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2)));
+  if constexpr (T == WeightType::q5_0) return q8WOf(centreBits32<5>(nibbles32(block + 6), block + 2));
+  return q8WOf(_mm256_sub_epi8(nibbles32(block + 2), splat8(8)));
 }
 // a K-quant's 32 quants of a chunk, as its BlockFormat assembles them
 static inline Q8W q8WOfQ32(Q32 quants) { return q8WOf(q32Bytes(quants)); }
@@ -43,7 +44,8 @@ template <int kGroup>
 static inline Q8Scale q8GroupScales(const float* g, int i) {
   static_assert(kGroup == 16 || kGroup == 32, "K-quant groups are 16 or 32 values");
   if constexpr (kGroup == 32) return _mm256_broadcast_ss(g + i);
-  const __m128 two = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(g + 2 * i)));
+  // g[2i], g[2i + 1] by movq (through __m128i, which may alias the floats; a double* load may not)
+  const __m128 two = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + 2 * i)));
   return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
 }
 static inline Q8Scale q8LoadScales(const float* p) { return _mm256_loadu_ps(p); }

@@ -6,7 +6,7 @@ import { assertSameBits, gaussian } from '../../test/helpers/backend-conformance
 import { prefillLogits, promptOf } from '../../test/helpers/forward-checks.js';
 import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
 import { assertSameOnEveryIsa, nativeBackendForTest } from '../../test/helpers/native.js';
-import { q8Product, q8ProductK, quantizeRowQ8 } from '../../test/helpers/q8-activations.js';
+import { isKQuant, q4_0AsQ8_0, q8Product, q8ProductK, quantizeRowQ8 } from '../../test/helpers/q8-activations.js';
 import type { WeightMatrix } from '../model/weights.js';
 import { widenedBytes, widenQ5_0Here } from '../model/widen-q5-0.js';
 import { f16ToF32 } from '../util/half.js';
@@ -18,15 +18,14 @@ const IN = 512;
 const OUT = 40; // not a multiple of any tile's outputs
 const ROWS = 7;
 const random = new SeededRandom(8);
-type Q8Type = 'q8_0' | 'q5_0' | 'q4_k' | 'q6_k';
-const blockValues = (dtype: Q8Type) => (dtype === 'q4_k' || dtype === 'q6_k' ? 256 : 32);
+type Q8Type = 'q8_0' | 'q5_0' | 'q4_0' | 'q3_k' | 'q4_k' | 'q5_k' | 'q6_k';
 // random quants (Q8_0's −128 included), group scales and mins, and f16 scales from subnormal to 65,504
 const randomWeights = (dtype: Q8Type): WeightMatrix => ({
   name: dtype,
   dtype,
   inDim: IN,
   outDim: OUT,
-  data: randomBlocks(dtype, (IN / blockValues(dtype)) * OUT, 3),
+  data: randomBlocks(dtype, (IN / (isKQuant(dtype) ? 256 : 32)) * OUT, 3),
 });
 const weights = randomWeights('q8_0');
 
@@ -43,18 +42,17 @@ function rowsOfX(): Float32Array {
 }
 const x = rowsOfX();
 
-/** Every output of every row as the written-out arithmetic gives it (Q5_0 as the Q8_0 blocks it widens to). */
+/** Every output of every row as the written-out arithmetic gives it (Q4_0, Q5_0 as the Q8_0 blocks of their integers). */
 function expected(w: WeightMatrix): Float32Array {
   const data = w.data as Uint8Array;
   const { dtype } = w;
-  const q8 = dtype === 'q5_0' ? new Uint8Array(widenedBytes(data.length)) : data;
+  const q8 = dtype === 'q4_0' ? q4_0AsQ8_0(data) : dtype === 'q5_0' ? new Uint8Array(widenedBytes(data.length)) : data;
   if (dtype === 'q5_0') widenQ5_0Here(data, q8);
   const out = new Float32Array(ROWS * OUT);
   for (let r = 0; r < ROWS; r++) {
     const q = quantizeRowQ8(x.subarray(r * IN, (r + 1) * IN));
     for (let o = 0; o < OUT; o++)
-      out[r * OUT + o] =
-        dtype === 'q4_k' || dtype === 'q6_k' ? q8ProductK(q, q8, dtype, IN, o) : q8Product(q, q8, IN, o);
+      out[r * OUT + o] = isKQuant(dtype) ? q8ProductK(q, q8, dtype, IN, o) : q8Product(q, q8, IN, o);
   }
   return out;
 }
@@ -77,7 +75,7 @@ const plain = nativeBackendForTest();
 after(() => plain.close());
 
 test('Q8 activations: each product is the written-out arithmetic, bit for bit, on every instruction set, thread count and batch', () => {
-  for (const w of [weights, randomWeights('q5_0'), randomWeights('q4_k'), randomWeights('q6_k')]) {
+  for (const w of [weights, ...(['q5_0', 'q4_0', 'q3_k', 'q4_k', 'q5_k', 'q6_k'] as const).map(randomWeights)]) {
     const want = expected(w);
     assert.ok(want.slice(6 * OUT).every(Number.isNaN));
     for (const threadCount of [1, 3]) {
@@ -175,7 +173,8 @@ test('Q8 activations: a Q5_0 model gives the same bits as stored and widened int
   }
 });
 
-for (const dtype of ['q8_0', 'q4_k_m'] as const)
+// Q3_K_M's mix at this shape: Q3_K, Q4_K, Q5_K and Q6_K
+for (const dtype of ['q8_0', 'q4_k_m', 'q3_k_m'] as const)
   test(`Q8 activations through the forward pass (${dtype}): every instruction set and thread count, chunked prefill, the same bits`, () => {
     const model = loadTestModel({ preset: 'small', arch: 'llama', dtype, seed: 40 });
     const prompt = promptOf(model, 40, 2);

@@ -109,9 +109,22 @@ export function q8Product(x: Q8Row, w: Uint8Array, inDim: number, o: number): nu
   return laneTree(lanes);
 }
 
+/** Q4_0 blocks as the Q8_0 blocks of the same integers (nibble − 8) and scales. */
+export function q4_0AsQ8_0(data: Uint8Array): Uint8Array {
+  const out = new Uint8Array((data.length / 18) * 34);
+  for (let b = 0; b < data.length / 18; b++) {
+    out.set(data.subarray(18 * b, 18 * b + 2), 34 * b);
+    for (let j = 0; j < 16; j++) {
+      out[34 * b + 2 + j] = (data[18 * b + 2 + j]! & 15) - 8;
+      out[34 * b + 18 + j] = (data[18 * b + 2 + j]! >> 4) - 8;
+    }
+  }
+  return out;
+}
+
 /**
  * A K-quant block of 256 values, read from ggml's layout (ggml-common.h) by value index: its integer quants, each
- * value's group scale d · sc and (Q4_K) each 32-value sub-block's min dmin · m, all exact in f32.
+ * value's group scale d · sc and (Q4_K, Q5_K) each 32-value sub-block's min dmin · m, all exact in f32.
  */
 interface KBlock {
   quant(y: number): number;
@@ -136,29 +149,67 @@ function q6kBlock(view: DataView, at: number): KBlock {
   };
 }
 
-function q4kBlock(view: DataView, at: number): KBlock {
+/** Q4_K's and Q5_K's block: d, dmin, then get_scale_min_k4's 6-bit scales and mins; its nibbles at qsAt. */
+function q4kBlock(view: DataView, at: number, qsAt = 16): KBlock {
   const d = f16ToF32(view.getUint16(at, true));
   const dmin = f16ToF32(view.getUint16(at + 2, true));
   const q = (i: number) => view.getUint8(at + 4 + i);
-  // get_scale_min_k4: sub-block j's 6-bit scale and min
+  // sub-block j's 6-bit scale and min
   const sc = (j: number) => (j < 4 ? q(j) & 63 : (q(j + 4) & 15) | ((q(j - 4) >> 6) << 4));
   const m = (j: number) => (j < 4 ? q(j + 4) & 63 : (q(j + 4) >> 4) | ((q(j) >> 6) << 4));
   return {
     // y = 64 j + 32 h + l: the low (h = 0) or high nibble of qs[32 j + l]
-    quant: (y) => (view.getUint8(at + 16 + 32 * (y >> 6) + (y & 31)) >> (y & 32 ? 4 : 0)) & 15,
+    quant: (y) => (view.getUint8(at + qsAt + 32 * (y >> 6) + (y & 31)) >> (y & 32 ? 4 : 0)) & 15,
     scale: (y) => f32(d * sc(y >> 5)),
     min: (sub) => f32(dmin * m(sub)),
   };
 }
 
-/** Output `o` of one row: x times row o of Q4_K or Q6_K weights (inDim values a row, a multiple of 256). */
-export function q8ProductK(x: Q8Row, w: Uint8Array, dtype: 'q4_k' | 'q6_k', inDim: number, o: number): number {
+/** Q5_K: Q4_K's fields, its nibbles after 32 bytes qh, plus 16 where bit (y >> 5) of qh[y mod 32] is set. */
+function q5kBlock(view: DataView, at: number): KBlock {
+  const low = q4kBlock(view, at, 48);
+  return { ...low, quant: (y) => low.quant(y) + 16 * ((view.getUint8(at + 16 + (y & 31)) >> (y >> 5)) & 1) };
+}
+
+/** Q3_K: hmask[32], qs[64], 12 bytes of 6-bit scales, d. */
+function q3kBlock(view: DataView, at: number): KBlock {
+  const d = f16ToF32(view.getUint16(at + 108, true));
+  const s = (i: number) => view.getUint8(at + 96 + i);
+  // group j's scale: the low nibble of s[j] (j < 8) or the high one of s[j − 8], with bits 2 (j >> 2) of s[8 + j mod 4]
+  // as its top two, minus 32
+  const sc = (j: number) =>
+    ((j < 8 ? s(j) & 15 : s(j - 8) >> 4) | (((s(8 + (j & 3)) >> (2 * (j >> 2))) & 3) << 4)) - 32;
+  return {
+    // y = 128 n + 32 k + l: bits 2k of qs[32 n + l], minus 4 unless bit 4n + k of hmask[l] is set
+    quant(y) {
+      const n = y >> 7;
+      const k = (y >> 5) & 3;
+      const l = y & 31;
+      const low = (view.getUint8(at + 32 + 32 * n + l) >> (2 * k)) & 3;
+      return low - ((view.getUint8(at + l) >> (4 * n + k)) & 1 ? 0 : 4);
+    },
+    scale: (y) => f32(d * sc(y >> 4)),
+    min: () => 0,
+  };
+}
+
+const K_QUANTS = {
+  q3_k: { bytes: 110, read: q3kBlock, mins: false },
+  q4_k: { bytes: 144, read: q4kBlock, mins: true },
+  q5_k: { bytes: 176, read: q5kBlock, mins: true },
+  q6_k: { bytes: 210, read: q6kBlock, mins: false },
+} as const;
+export type KQuant = keyof typeof K_QUANTS;
+export const isKQuant = (dtype: string): dtype is KQuant => dtype in K_QUANTS;
+
+/** Output `o` of one row: x times row o of K-quant weights (inDim values a row, a multiple of 256). */
+export function q8ProductK(x: Q8Row, w: Uint8Array, dtype: KQuant, inDim: number, o: number): number {
   const blocks = inDim / 256;
-  const bytes = dtype === 'q4_k' ? 144 : 210;
+  const { bytes, read, mins } = K_QUANTS[dtype];
   const view = new DataView(w.buffer, w.byteOffset, w.byteLength);
   const lanes = new Array<number>(8).fill(0);
   for (let kb = 0; kb < blocks; kb++) {
-    const block = (dtype === 'q4_k' ? q4kBlock : q6kBlock)(view, (o * blocks + kb) * bytes);
+    const block = read(view, (o * blocks + kb) * bytes);
     for (let i = 0; i < 8; i++) {
       const b = 8 * kb + i;
       // lane l holds values 4l .. 4l + 3 of the chunk: its group's scale
@@ -170,7 +221,7 @@ export function q8ProductK(x: Q8Row, w: Uint8Array, dtype: 'q4_k' | 'q6_k', inDi
         b,
       );
     }
-    if (dtype === 'q4_k') for (let l = 0; l < 8; l++) lanes[l] = fmaF32(-block.min(l), x.e[8 * kb + l]!, lanes[l]!);
+    if (mins) for (let l = 0; l < 8; l++) lanes[l] = fmaF32(-block.min(l), x.e[8 * kb + l]!, lanes[l]!);
   }
   return laneTree(lanes);
 }
