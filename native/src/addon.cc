@@ -247,8 +247,8 @@ class Context : public Napi::ObjectWrap<Context> {
                        });
   }
 
-  // new Context(threadCount, q8Activations?): with q8Activations, products with Q4_0, Q5_0, Q8_0 and the K-quants
-  // but Q2_K round x to Q8 blocks first (q8x-body.inc)
+  // new Context(threadCount, q8Activations?): with q8Activations, products with Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
+  // the K-quants but Q2_K round x to Q8 blocks first (q8x-body.inc)
   explicit Context(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Context>(info) {
     const auto threads = static_cast<int32_t>(integerArg(info, 0, "threadCount", 1, kThreadCountMax));
     if (info.Length() > 1 && !info[1].IsUndefined()) {
@@ -303,7 +303,9 @@ class Context : public Napi::ObjectWrap<Context> {
   static bool multipliesQ8(WeightType t) {
     switch (t) {
       case WeightType::q4_0:
+      case WeightType::q4_1:
       case WeightType::q5_0:
+      case WeightType::q5_1:
       case WeightType::q8_0:
       case WeightType::q3_k:
       case WeightType::q4_k:

@@ -20,10 +20,13 @@ using Q8X = __m256i;  // a block of x's 32 quants
 static inline Q8X q8LoadX(const int8_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
 template <WeightType T>
 static inline Q8W q8LoadW(const uint8_t* block) {
-  static_assert(T == WeightType::q8_0 || T == WeightType::q5_0 || T == WeightType::q4_0, "a block of 32 values");
+  static_assert(blockShape(T).size == 32, "a block of 32 values");
   if constexpr (T == WeightType::q8_0) return q8WOf(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2)));
   if constexpr (T == WeightType::q5_0) return q8WOf(centreBits32<5>(nibbles32(block + 6), block + 2));
-  return q8WOf(_mm256_sub_epi8(nibbles32(block + 2), splat8(8)));
+  if constexpr (T == WeightType::q4_0) return q8WOf(_mm256_sub_epi8(nibbles32(block + 2), splat8(8)));
+  if constexpr (T == WeightType::q4_1) return q8WOf(nibbles32(block + 4));
+  // Q5_1: the nibbles plus 16 where the fifth bit is set
+  return q8WOf(_mm256_or_si256(nibbles32(block + 8), _mm256_and_si256(spreadBits(block + 4), splat8(0x10))));
 }
 // a K-quant's 32 quants of a chunk, as its BlockFormat assembles them
 static inline Q8W q8WOfQ32(Q32 quants) { return q8WOf(q32Bytes(quants)); }

@@ -15,22 +15,23 @@ import { loadAddon, NativeBackend } from './native-backend.js';
 import { selectBackend } from './select-backend.js';
 
 const IN = 512;
+const IN_32 = 576; // the 32-value blocks' rows: 18 blocks, two groups of 8 and a partial one (Q4_1's, Q5_1's mins)
 const OUT = 40; // not a multiple of any tile's outputs
 const ROWS = 7;
 const random = new SeededRandom(8);
-type Q8Type = 'q8_0' | 'q5_0' | 'q4_0' | 'q3_k' | 'q4_k' | 'q5_k' | 'q6_k';
+type Q8Type = 'q8_0' | 'q5_0' | 'q4_0' | 'q4_1' | 'q5_1' | 'q3_k' | 'q4_k' | 'q5_k' | 'q6_k';
 // random quants (Q8_0's −128 included), group scales and mins, and f16 scales from subnormal to 65,504
-const randomWeights = (dtype: Q8Type): WeightMatrix => ({
+const randomWeights = (dtype: Q8Type, inDim = isKQuant(dtype) ? IN : IN_32): WeightMatrix => ({
   name: dtype,
   dtype,
-  inDim: IN,
+  inDim,
   outDim: OUT,
-  data: randomBlocks(dtype, (IN / (isKQuant(dtype) ? 256 : 32)) * OUT, 3),
+  data: randomBlocks(dtype, (inDim / (isKQuant(dtype) ? 256 : 32)) * OUT, 3),
 });
-const weights = randomWeights('q8_0');
+const weights = randomWeights('q8_0', IN);
 
 /** Rows of x whose blocks cover the cases: ordinary, ties of the rounding, zeros, tiny, huge, and (row 6) infinity. */
-function rowsOfX(): Float32Array {
+function rowsOfX(IN: number): Float32Array {
   const x = gaussian(random, ROWS * IN);
   // row 1: a block whose d is exactly 1, with values halfway between integers
   x.set([127, 2.5, 3.5, -2.5, -3.5, 0.5, -0.5, 126.5], IN + 32);
@@ -40,19 +41,23 @@ function rowsOfX(): Float32Array {
   x[6 * IN + 100] = Number.POSITIVE_INFINITY; // row 6: every output NaN
   return x;
 }
-const x = rowsOfX();
+const xOf = new Map([IN, IN_32].map((inDim) => [inDim, rowsOfX(inDim)]));
+const x = xOf.get(IN)!;
 
 /** Every output of every row as the written-out arithmetic gives it (Q4_0, Q5_0 as the Q8_0 blocks of their integers). */
 function expected(w: WeightMatrix): Float32Array {
   const data = w.data as Uint8Array;
-  const { dtype } = w;
+  const { dtype, inDim } = w;
+  const x = xOf.get(inDim)!;
   const q8 = dtype === 'q4_0' ? q4_0AsQ8_0(data) : dtype === 'q5_0' ? new Uint8Array(widenedBytes(data.length)) : data;
   if (dtype === 'q5_0') widenQ5_0Here(data, q8);
   const out = new Float32Array(ROWS * OUT);
   for (let r = 0; r < ROWS; r++) {
-    const q = quantizeRowQ8(x.subarray(r * IN, (r + 1) * IN));
+    const q = quantizeRowQ8(x.subarray(r * inDim, (r + 1) * inDim));
     for (let o = 0; o < OUT; o++)
-      out[r * OUT + o] = isKQuant(dtype) ? q8ProductK(q, q8, dtype, IN, o) : q8Product(q, q8, IN, o);
+      out[r * OUT + o] = isKQuant(dtype)
+        ? q8ProductK(q, q8, dtype, inDim, o)
+        : q8Product(q, q8, inDim, o, dtype === 'q4_1' || dtype === 'q5_1' ? dtype : 'q8_0');
   }
   return out;
 }
@@ -75,8 +80,11 @@ const plain = nativeBackendForTest();
 after(() => plain.close());
 
 test('Q8 activations: each product is the written-out arithmetic, bit for bit, on every instruction set, thread count and batch', () => {
-  for (const w of [weights, ...(['q5_0', 'q4_0', 'q3_k', 'q4_k', 'q5_k', 'q6_k'] as const).map(randomWeights)]) {
+  const types = ['q8_0', 'q5_0', 'q4_0', 'q4_1', 'q5_1', 'q3_k', 'q4_k', 'q5_k', 'q6_k'] as const;
+  for (const w of types.map((dtype) => randomWeights(dtype))) {
     const want = expected(w);
+    const x = xOf.get(w.inDim)!;
+    const IN = w.inDim;
     assert.ok(want.slice(6 * OUT).every(Number.isNaN));
     for (const threadCount of [1, 3]) {
       const backend = nativeBackendForTest({ threadCount, q8Activations: true });

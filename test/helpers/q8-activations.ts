@@ -87,24 +87,46 @@ function addChunk(lanes: number[], s: (l: number) => number, w: (j: number) => n
   }
 }
 
+/** The 32-value blocks read as they are: Q8_0's bytes, Q4_1's nibbles and Q5_1's with their fifth bits; d · q + m. */
+const BLOCKS_32 = {
+  q8_0: { bytes: 34, quant: (v: DataView, at: number, j: number) => v.getInt8(at + 2 + j), mins: false },
+  q4_1: { bytes: 20, quant: (v: DataView, at: number, j: number) => nibble(v, at + 4, j), mins: true },
+  q5_1: {
+    bytes: 24,
+    quant: (v: DataView, at: number, j: number) =>
+      nibble(v, at + 8, j) | (((v.getUint32(at + 4, true) >>> j) & 1) << 4),
+    mins: true,
+  },
+} as const;
+type Block32 = keyof typeof BLOCKS_32;
+/** value j of 32 packed as 16 bytes at `at`: low nibbles first */
+const nibble = (v: DataView, at: number, j: number) => (v.getUint8(at + (j & 15)) >> (j & 16 ? 4 : 0)) & 15;
+
 /**
- * Output `o` of one row: x (as quantizeRowQ8 gives it) times row o of Q8_0 weights (inDim values a row). Q5_0
- * weights multiply as the Q8_0 blocks they widen to (widenQ5_0Here: the same integers and scales).
+ * Output `o` of one row: x (as quantizeRowQ8 gives it) times row o of Q8_0, Q4_1 or Q5_1 weights (inDim values a
+ * row). Q4_0 and Q5_0 weights multiply as the Q8_0 blocks of their integers (q4_0AsQ8_0, widenQ5_0Here).
  */
-export function q8Product(x: Q8Row, w: Uint8Array, inDim: number, o: number): number {
+export function q8Product(x: Q8Row, w: Uint8Array, inDim: number, o: number, dtype: Block32 = 'q8_0'): number {
   const blocks = inDim / 32;
+  const { bytes, quant, mins } = BLOCKS_32[dtype];
   const view = new DataView(w.buffer, w.byteOffset, w.byteLength);
   const lanes = new Array<number>(8).fill(0);
+  const m = new Array<number>(8);
   for (let b = 0; b < blocks; b++) {
-    const at = (o * blocks + b) * 34;
+    const at = (o * blocks + b) * bytes;
     const s = f32(f16ToF32(view.getUint16(at, true)) * x.d[b]!);
     addChunk(
       lanes,
       () => s,
-      (j) => view.getInt8(at + 2 + j),
+      (j) => quant(view, at, j),
       x,
       b,
     );
+    if (!mins) continue;
+    // after each 8 blocks (and the last, partial 8), lane l adds block l's min times its e
+    m[b & 7] = f16ToF32(view.getUint16(at + 2, true));
+    if ((b & 7) !== 7 && b !== blocks - 1) continue;
+    for (let l = 0; l <= (b & 7); l++) lanes[l] = fmaF32(m[l]!, x.e[(b & ~7) + l]!, lanes[l]!);
   }
   return laneTree(lanes);
 }
