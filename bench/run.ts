@@ -162,7 +162,7 @@ const report = {
 const table = renderTable(results, threadCount);
 if (values['q8-activations'] === true)
   process.stdout.write(
-    'kvfence: Q4_0, Q5_0, Q8_0 and Q3_K–Q6_K products on Q8 activations (--q8-activations; docs/native.md)\n',
+    'kvfence: quantized products (every type but Q2_K) on Q8 activations (--q8-activations; docs/native.md)\n',
   );
 process.stdout.write(`${table}\n`);
 mkdirSync(CACHE, { recursive: true });
