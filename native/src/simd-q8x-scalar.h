@@ -76,6 +76,7 @@ static inline Q8Acc q8SubMins(Q8Acc acc, const float* m, const float* e) {
   for (int l = 0; l < 8; l++) acc.l[l] = std::fma(-mins[l], e[l], acc.l[l]);
   return acc;
 }
+template <bool kUnsigned>  // the same integers either way
 static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, const Q8Scale& s) {
   for (int l = 0; l < 8; l++) {
     int32_t sum = 0;

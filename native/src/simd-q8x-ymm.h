@@ -58,9 +58,11 @@ static inline Q8Acc q8SubMins(Q8Acc acc, const float* m, const float* e) {
   return _mm256_fnmadd_ps(_mm256_loadu_ps(m), _mm256_loadu_ps(e), acc);
 }
 // acc + s · (the block's 8 partial sums of w · x), one fused multiply-add a lane. vpsignb moves w's sign onto x (x
-// never holds −128, so that never overflows) and zeroes x where w is 0.
+// never holds −128, so that never overflows) and zeroes x where w is 0; weights that are never negative
+// (kUnsigned: at most 31) multiply x as they are.
+template <bool kUnsigned>
 static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, Q8Scale s) {
-  const __m256i pairs = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.q));
+  const __m256i pairs = kUnsigned ? _mm256_maddubs_epi16(w.q, x) : _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.q));
   const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
   return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(quads), acc);
 }
