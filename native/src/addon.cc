@@ -299,27 +299,9 @@ class Context : public Napi::ObjectWrap<Context> {
     return env.Undefined();
   }
 
-  // the weight types whose products run on Q8 activations (q8x-body.inc)
-  static bool multipliesQ8(WeightType t) {
-    switch (t) {
-      case WeightType::q4_0:
-      case WeightType::q4_1:
-      case WeightType::q5_0:
-      case WeightType::q5_1:
-      case WeightType::q8_0:
-      case WeightType::q3_k:
-      case WeightType::q4_k:
-      case WeightType::q5_k:
-      case WeightType::q6_k:
-        return true;
-      default:
-        return false;
-    }
-  }
-
   // With q8Activations, x as Q8 blocks into the context's buffers (grown to the largest call: a quarter of its x and
-  // a 32nd each for the scales and the scaled sums), named in args for its products on them (multipliesQ8); calls of several rows split their rows over the
-  // pool. Without it, nothing: args keep reading x.
+  // a 32nd each for the scales and the scaled sums), named in args for its products on them (multipliesQ8, kernels.h);
+  // calls of several rows split their rows over the pool. Without it, nothing: args keep reading x.
   void quantizeX(const KernelTable& k, MatmulArgs& args, const float* x, int64_t rowCount, int64_t inDim) {
     if (!q8Activations_ || rowCount == 0) return;
     const auto values = static_cast<size_t>(rowCount * inDim);

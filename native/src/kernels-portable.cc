@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "kernels.h"
-#include "widen-q5-0.h"  // Q8 activations unpack Q5_0 with it (simd-q8x-scalar.h)
 
 namespace kvf {
 namespace portable {

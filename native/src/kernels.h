@@ -65,6 +65,9 @@ constexpr BlockShape blockShape(WeightType t) {
       return {1, 0};
   }
 }
+// the weight types whose products run on Q8 activations when asked (q8x-body.inc): every block type but Q2_K, whose
+// mins are per 16 values
+constexpr bool multipliesQ8(WeightType t) { return blockShape(t).size > 1 && t != WeightType::q2_k; }
 constexpr int kHeadDimMax = 1024;      // attention keeps its heads' accumulators on the stack
 constexpr int kAttentionHeadsMax = 4;  // query heads of one KV head that one attention call handles together
 constexpr int kAttentionRowsMax = 16;  // rows of one sequence that one attention call handles together

@@ -19,31 +19,20 @@ static inline Q8W q8LoadQuants(const void* p) {
   std::memcpy(w.q, p, 32);
   return w;
 }
-// a weight block's quants: Q8_0's bytes, those of the Q8_0 block a Q5_0 block widens to (widen-q5-0.h), Q4_0's
-// nibbles − 8, Q4_1's nibbles, Q5_1's nibbles plus 16 where their fifth bit is set
+static inline void q8StoreQuants(uint8_t* p, const Q8W& w) { std::memcpy(p, w.q, 32); }
+// the 32 quants a block decoder assembles (Q32): byte j of word k is value 8k + j (simd-q32-words.h)
+static inline Q8W q8WOfQ32(const Q32& quants) { return q8LoadQuants(quants.w); }
+template <WeightType T>
+struct BlockFormat;  // kernels-body.inc
+// a block of 32 values' quants: Q8_0's bytes, the others as their BlockFormat assembles them for the f32 path
 template <WeightType T>
 static inline Q8W q8LoadW(const uint8_t* block) {
   static_assert(blockShape(T).size == 32, "a block of 32 values");
-  if constexpr (T == WeightType::q8_0) return q8LoadQuants(block + 2);
-  if constexpr (T == WeightType::q5_0) {
-    uint8_t widened[kQ8BlockBytes];
-    widenQ5_0(block, 1, widened);
-    return q8LoadQuants(widened + 2);
-  }
-  constexpr int kAt = T == WeightType::q4_0 ? 2 : T == WeightType::q4_1 ? 4 : 8;  // the nibbles
-  constexpr int kOffset = T == WeightType::q4_0 ? -8 : 0;
-  uint32_t high = 0;  // Q5_1's fifth bits
-  if constexpr (T == WeightType::q5_1) std::memcpy(&high, block + 4, sizeof high);
-  Q8W w;
-  for (int j = 0; j < 16; j++) {
-    w.q[j] = static_cast<int8_t>((block[kAt + j] & 0x0f) + kOffset + static_cast<int>(((high >> j) & 1) << 4));
-    w.q[16 + j] = static_cast<int8_t>((block[kAt + j] >> 4) + kOffset + static_cast<int>(((high >> (16 + j)) & 1) << 4));
-  }
-  return w;
+  if constexpr (T == WeightType::q8_0)
+    return q8LoadQuants(block + 2);
+  else
+    return q8WOfQ32(BlockFormat<T>::quants(block, 0));
 }
-static inline void q8StoreQuants(uint8_t* p, const Q8W& w) { std::memcpy(p, w.q, 32); }
-// a K-quant's 32 quants of a chunk: byte j of word k is value 8k + j (simd-q32-words.h)
-static inline Q8W q8WOfQ32(const Q32& quants) { return q8LoadQuants(quants.w); }
 static inline Q8Scale q8Splat(float s) { return {{s, s, s, s, s, s, s, s}}; }
 static inline Q8Scale q8ScaleX(float d) { return q8Splat(d); }
 static inline Q8Scale q8WeightScale(const uint8_t* block) {

@@ -18,6 +18,8 @@ static inline Q8Acc q8AccZero() { return _mm256_setzero_ps(); }
 static inline Q8W q8WOf(__m256i q) { return {q, _mm256_abs_epi8(q)}; }
 using Q8X = __m256i;  // a block of x's 32 quants
 static inline Q8X q8LoadX(const int8_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); }
+// a block of 32 values' quants, assembled in the ymm register itself (BlockFormat's AVX-512 Q32 would take 32-bit
+// lanes and a narrowing on the way)
 template <WeightType T>
 static inline Q8W q8LoadW(const uint8_t* block) {
   static_assert(blockShape(T).size == 32, "a block of 32 values");

@@ -6,7 +6,7 @@ import { assertSameBits, gaussian } from '../../test/helpers/backend-conformance
 import { prefillLogits, promptOf } from '../../test/helpers/forward-checks.js';
 import { forwardFor, loadTestModel } from '../../test/helpers/models.js';
 import { assertSameOnEveryIsa, nativeBackendForTest } from '../../test/helpers/native.js';
-import { isKQuant, q4_0AsQ8_0, q8Product, q8ProductK, quantizeRowQ8 } from '../../test/helpers/q8-activations.js';
+import { type Block32, isKQuant, q8Product, q8ProductK, quantizeRowQ8 } from '../../test/helpers/q8-activations.js';
 import type { WeightMatrix } from '../model/weights.js';
 import { widenedBytes, widenQ5_0Here } from '../model/widen-q5-0.js';
 import { f16ToF32 } from '../util/half.js';
@@ -44,12 +44,12 @@ function rowsOfX(IN: number): Float32Array {
 const xOf = new Map([IN, IN_32].map((inDim) => [inDim, rowsOfX(inDim)]));
 const x = xOf.get(IN)!;
 
-/** Every output of every row as the written-out arithmetic gives it (Q4_0, Q5_0 as the Q8_0 blocks of their integers). */
+/** Every output of every row as the written-out arithmetic gives it (Q5_0 as the Q8_0 blocks it widens to). */
 function expected(w: WeightMatrix): Float32Array {
   const data = w.data as Uint8Array;
   const { dtype, inDim } = w;
   const x = xOf.get(inDim)!;
-  const q8 = dtype === 'q4_0' ? q4_0AsQ8_0(data) : dtype === 'q5_0' ? new Uint8Array(widenedBytes(data.length)) : data;
+  const q8 = dtype === 'q5_0' ? new Uint8Array(widenedBytes(data.length)) : data;
   if (dtype === 'q5_0') widenQ5_0Here(data, q8);
   const out = new Float32Array(ROWS * OUT);
   for (let r = 0; r < ROWS; r++) {
@@ -57,7 +57,7 @@ function expected(w: WeightMatrix): Float32Array {
     for (let o = 0; o < OUT; o++)
       out[r * OUT + o] = isKQuant(dtype)
         ? q8ProductK(q, q8, dtype, inDim, o)
-        : q8Product(q, q8, inDim, o, dtype === 'q4_1' || dtype === 'q5_1' ? dtype : 'q8_0');
+        : q8Product(q, q8, inDim, o, dtype === 'q5_0' ? 'q8_0' : (dtype as Block32));
   }
   return out;
 }

@@ -87,9 +87,13 @@ function addChunk(lanes: number[], s: (l: number) => number, w: (j: number) => n
   }
 }
 
-/** The 32-value blocks read as they are: Q8_0's bytes, Q4_1's nibbles and Q5_1's with their fifth bits; d · q + m. */
+/**
+ * The 32-value blocks read as they are: Q8_0's bytes, Q4_0's nibbles − 8, Q4_1's nibbles and Q5_1's with their fifth
+ * bits (d · q + m).
+ */
 const BLOCKS_32 = {
   q8_0: { bytes: 34, quant: (v: DataView, at: number, j: number) => v.getInt8(at + 2 + j), mins: false },
+  q4_0: { bytes: 18, quant: (v: DataView, at: number, j: number) => nibble(v, at + 2, j) - 8, mins: false },
   q4_1: { bytes: 20, quant: (v: DataView, at: number, j: number) => nibble(v, at + 4, j), mins: true },
   q5_1: {
     bytes: 24,
@@ -98,13 +102,13 @@ const BLOCKS_32 = {
     mins: true,
   },
 } as const;
-type Block32 = keyof typeof BLOCKS_32;
+export type Block32 = keyof typeof BLOCKS_32;
 /** value j of 32 packed as 16 bytes at `at`: low nibbles first */
 const nibble = (v: DataView, at: number, j: number) => (v.getUint8(at + (j & 15)) >> (j & 16 ? 4 : 0)) & 15;
 
 /**
- * Output `o` of one row: x (as quantizeRowQ8 gives it) times row o of Q8_0, Q4_1 or Q5_1 weights (inDim values a
- * row). Q4_0 and Q5_0 weights multiply as the Q8_0 blocks of their integers (q4_0AsQ8_0, widenQ5_0Here).
+ * Output `o` of one row: x (as quantizeRowQ8 gives it) times row o of Q4_0, Q4_1, Q5_1 or Q8_0 weights (inDim
+ * values a row). Q5_0 weights multiply as the Q8_0 blocks they widen to (widenQ5_0Here).
  */
 export function q8Product(x: Q8Row, w: Uint8Array, inDim: number, o: number, dtype: Block32 = 'q8_0'): number {
   const blocks = inDim / 32;
@@ -129,19 +133,6 @@ export function q8Product(x: Q8Row, w: Uint8Array, inDim: number, o: number, dty
     for (let l = 0; l <= (b & 7); l++) lanes[l] = fmaF32(m[l]!, x.e[(b & ~7) + l]!, lanes[l]!);
   }
   return laneTree(lanes);
-}
-
-/** Q4_0 blocks as the Q8_0 blocks of the same integers (nibble − 8) and scales. */
-export function q4_0AsQ8_0(data: Uint8Array): Uint8Array {
-  const out = new Uint8Array((data.length / 18) * 34);
-  for (let b = 0; b < data.length / 18; b++) {
-    out.set(data.subarray(18 * b, 18 * b + 2), 34 * b);
-    for (let j = 0; j < 16; j++) {
-      out[34 * b + 2 + j] = (data[18 * b + 2 + j]! & 15) - 8;
-      out[34 * b + 18 + j] = (data[18 * b + 2 + j]! >> 4) - 8;
-    }
-  }
-  return out;
 }
 
 /**
