@@ -25,7 +25,7 @@ export interface BenchJob {
   aggregateSteps: number;
   /** kvfence only: measure the isolation overhead and the bandwidth ceiling */
   extras: boolean;
-  /** kvfence only: quantized products (every type but Q2_K) on Q8 activations (NativeBackendOptions.q8Activations) */
+  /** kvfence only: quantized products on Q8 activations (NativeBackendOptions.q8Activations) */
   q8Activations: boolean;
 }
 

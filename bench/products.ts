@@ -4,7 +4,7 @@
  * kvfence_native.node, e.g. one built from an earlier commit). Each of --pairs processes loads both builds and runs
  * --passes turns, each build once a turn, so the drift of a shared machine falls on both within a second; prints each
  * process's median time ratio (this build ÷ baseline, turn by turn) and their median. Without --baseline, this build's
- * figures alone. With --q8-activations, this build runs its quantized products (every type but Q2_K) on Q8 activations
+ * figures alone. With --q8-activations, this build runs its quantized products on Q8 activations
  * (docs/native.md); without --baseline it is then compared with itself on f32 activations. The kernel changes in
  * docs/native.md were measured this way (before 2026-12-07, with each build in a process of its own, the processes
  * alternated: ratios scattered ±15-30% on a shared 2-vCPU VM, turn by turn ±5-10%).

@@ -161,9 +161,7 @@ const report = {
 };
 const table = renderTable(results, threadCount);
 if (values['q8-activations'] === true)
-  process.stdout.write(
-    'kvfence: quantized products (every type but Q2_K) on Q8 activations (--q8-activations; docs/native.md)\n',
-  );
+  process.stdout.write('kvfence: quantized products on Q8 activations (--q8-activations; docs/native.md)\n');
 process.stdout.write(`${table}\n`);
 mkdirSync(CACHE, { recursive: true });
 writeFileSync(join(CACHE, 'latest.json'), `${JSON.stringify({ ...report, table: table.split('\n') }, null, 2)}\n`);

@@ -248,7 +248,7 @@ class Context : public Napi::ObjectWrap<Context> {
   }
 
   // new Context(threadCount, q8Activations?): with q8Activations, products with Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and
-  // the K-quants but Q2_K round x to Q8 blocks first (q8x-body.inc)
+  // the K-quants round x to Q8 blocks first (q8x-body.inc)
   explicit Context(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Context>(info) {
     const auto threads = static_cast<int32_t>(integerArg(info, 0, "threadCount", 1, kThreadCountMax));
     if (info.Length() > 1 && !info[1].IsUndefined()) {
@@ -288,7 +288,7 @@ class Context : public Napi::ObjectWrap<Context> {
       const KernelTable* k;
     };
     Job job{{out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
-             static_cast<int32_t>(outDim), nullptr, false},
+             static_cast<int32_t>(outDim), nullptr, false, {}},
             columnSplit(rowCount, inDim, outDim), &k};
     if (multipliesQ8(w.type)) quantizeX(k, job.args, x.data, rowCount, inDim);
     pool_->run(job.split.tasks, [](const void* c, int32_t t) {
@@ -299,9 +299,10 @@ class Context : public Napi::ObjectWrap<Context> {
     return env.Undefined();
   }
 
-  // With q8Activations, x as Q8 blocks into the context's buffers (grown to the largest call: a quarter of its x and
-  // a 32nd each for the scales and the scaled sums), named in args for its products on them (multipliesQ8, kernels.h);
-  // calls of several rows split their rows over the pool. Without it, nothing: args keep reading x.
+  // With q8Activations, x as Q8 blocks into the context's buffers (grown to the largest call: a quarter of its x,
+  // a 32nd each for the scales and the scaled sums, a 16th for the halves' sums), named in args for its products on
+  // them (multipliesQ8, kernels.h); calls of several rows split their rows over the pool. Without it, nothing: args
+  // keep reading x.
   void quantizeX(const KernelTable& k, MatmulArgs& args, const float* x, int64_t rowCount, int64_t inDim) {
     if (!q8Activations_ || rowCount == 0) return;
     const auto values = static_cast<size_t>(rowCount * inDim);
@@ -309,27 +310,24 @@ class Context : public Napi::ObjectWrap<Context> {
       xq_.resize(values);
       xd_.resize(values / kQ8BlockSize);
       xe_.resize(values / kQ8BlockSize);
+      xh_.resize(values / (kQ8BlockSize / 2));
     }
     struct Job {
       const KernelTable* k;
-      int8_t* q;
-      float* d;
-      float* e;
+      Q8Rows out;
       const float* x;
       int32_t inDim;
       int32_t rows;
       int32_t tasks;
     };
     const auto tasks = static_cast<int32_t>(std::min<int64_t>(rowCount, rowCount * inDim < kInlineWork ? 1 : pool_->threadCount()));
-    const Job job{&k, xq_.data(), xd_.data(), xe_.data(), x, static_cast<int32_t>(inDim), static_cast<int32_t>(rowCount), tasks};
+    const Job job{&k, {xq_.data(), xd_.data(), xe_.data(), xh_.data()}, x, static_cast<int32_t>(inDim), static_cast<int32_t>(rowCount), tasks};
     pool_->run(tasks, [](const void* c, int32_t t) {
       const auto* j = static_cast<const Job*>(c);
-      j->k->quantizeRowsQ8(j->q, j->d, j->e, j->x, j->inDim, static_cast<int32_t>(int64_t{j->rows} * t / j->tasks),
+      j->k->quantizeRowsQ8(j->out, j->x, j->inDim, static_cast<int32_t>(int64_t{j->rows} * t / j->tasks),
                            static_cast<int32_t>(int64_t{j->rows} * (t + 1) / j->tasks));
     }, &job);
-    args.xq = xq_.data();
-    args.xd = xd_.data();
-    args.xe = xe_.data();
+    args.q8 = job.out;
   }
 
   // Output columns per matmul task: all of them when the call is small, else in multiples of every tile width. A
@@ -409,7 +407,7 @@ class Context : public Napi::ObjectWrap<Context> {
       requireLength(env, out.length, rowCount * outDim, "out");
       checked[p] = {{out.data, static_cast<size_t>(rowCount * outDim)}, w, bias};
       job.parts[p] = {out.data, x.data, w.data, w.type, static_cast<int32_t>(rowCount), static_cast<int32_t>(inDim),
-                      static_cast<int32_t>(outDim), bias.data, accumulate};
+                      static_cast<int32_t>(outDim), bias.data, accumulate, {}};
       // each part keeps the task size a matmul of its own would get (whose weight slab the cache was sized for)
       job.split[p] = columnSplit(rowCount, inDim, outDim);
       job.firstTask[p + 1] = job.firstTask[p] + job.split[p].tasks;
@@ -428,11 +426,7 @@ class Context : public Napi::ObjectWrap<Context> {
     for (uint32_t p = 0; p < count; p++) {
       if (!multipliesQ8(job.parts[p].type)) continue;
       quantizeX(k, job.parts[p], x.data, rowCount, inDim);  // once: the parts share x
-      for (uint32_t q = p + 1; q < count; q++) {
-        job.parts[q].xq = job.parts[p].xq;
-        job.parts[q].xd = job.parts[p].xd;
-        job.parts[q].xe = job.parts[p].xe;
-      }
+      for (uint32_t q = p + 1; q < count; q++) job.parts[q].q8 = job.parts[p].q8;
       break;
     }
     pool_->run(job.firstTask[count], [](const void* c, int32_t t) {
@@ -833,6 +827,7 @@ class Context : public Napi::ObjectWrap<Context> {
   std::vector<int8_t> xq_;  // x as Q8 blocks (quantizeX)
   std::vector<float> xd_;
   std::vector<float> xe_;
+  std::vector<float> xh_;
   uint64_t counts_[kOpCount] = {};
 };
 

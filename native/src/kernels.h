@@ -65,9 +65,8 @@ constexpr BlockShape blockShape(WeightType t) {
       return {1, 0};
   }
 }
-// the weight types whose products run on Q8 activations when asked (q8x-body.inc): every block type but Q2_K, whose
-// mins are per 16 values
-constexpr bool multipliesQ8(WeightType t) { return blockShape(t).size > 1 && t != WeightType::q2_k; }
+// the weight types whose products run on Q8 activations when asked (q8x-body.inc): every block type
+constexpr bool multipliesQ8(WeightType t) { return blockShape(t).size > 1; }
 constexpr int kHeadDimMax = 1024;      // attention keeps its heads' accumulators on the stack
 constexpr int kAttentionHeadsMax = 4;  // query heads of one KV head that one attention call handles together
 constexpr int kAttentionRowsMax = 16;  // rows of one sequence that one attention call handles together
@@ -85,6 +84,15 @@ constexpr int64_t attentionPartialFloats(int32_t headDim) { return (headDim + 15
 constexpr int32_t kColumnQuantum = 24;
 
 // out = x · wᵀ (+ bias), rounded to f32 after each operation; with accumulate, out += that (one more f32 rounding)
+// rows of x as Q8 blocks of 32 values (q8x-body.inc): a row's inDim int8 quants q; a block's scale d and scaled sum
+// e = d · Σq, inDim / 32 each a row; and each 16-value half's scaled sum h (Q2_K's mins), inDim / 16 a row
+struct Q8Rows {
+  int8_t* q = nullptr;
+  float* d = nullptr;
+  float* e = nullptr;
+  float* h = nullptr;
+};
+
 struct MatmulArgs {
   float* out;         // (rowCount, outDim)
   const float* x;     // (rowCount, inDim)
@@ -95,11 +103,9 @@ struct MatmulArgs {
   int32_t outDim;
   const float* bias;  // (outDim) or nullptr
   bool accumulate;
-  // x as Q8 blocks (quantizeRowsQ8: inDim int8, and inDim / 32 scales and scaled sums, a row): given, the types
-  // q8x-body.inc names multiply these instead of x (q8x-body.inc); other types ignore them
-  const int8_t* xq = nullptr;
-  const float* xd = nullptr;
-  const float* xe = nullptr;
+  // x as Q8 blocks (quantizeRowsQ8): given (q8.q set), the types multipliesQ8 names multiply these instead of x
+  // (q8x-body.inc); other types ignore them
+  Q8Rows q8;
 };
 
 struct AttentionArgs {
@@ -154,9 +160,8 @@ struct KernelTable {
   void (*embedRow)(float* out, const void* w, WeightType type, int32_t inDim, int32_t token);
   // out[i] = x[i] rounded to f16 (nearest even; a NaN to its sign's quiet NaN), i < n: a K or V row as stored
   void (*storeHalves)(uint16_t* out, const float* x, int32_t n);
-  // rows [rBegin, rEnd) of x (inDim values, a multiple of 32, each) as Q8 blocks: inDim int8 into q, inDim / 32
-  // scales into d and as many scaled sums into e a row (MatmulArgs::xq, xd, xe)
-  void (*quantizeRowsQ8)(int8_t* q, float* d, float* e, const float* x, int32_t inDim, int32_t rBegin, int32_t rEnd);
+  // rows [rBegin, rEnd) of x (inDim values, a multiple of 32, each) into out (MatmulArgs::q8)
+  void (*quantizeRowsQ8)(const Q8Rows& out, const float* x, int32_t inDim, int32_t rBegin, int32_t rEnd);
   // a[i] = b[i] + s * c[i] for i in [begin, end): STREAM's triad
   void (*triad)(float* a, const float* b, const float* c, float s, int64_t begin, int64_t end);
 };

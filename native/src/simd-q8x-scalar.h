@@ -78,23 +78,25 @@ static inline float q8Sum(const Q8Acc& a) {
   const float* l = a.l;
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
-static inline void q8QuantizeBlock(int8_t* q, float* d, float* e, const float* x) {
+static inline void q8QuantizeBlock(int8_t* q, float* d, float* e, float* h, const float* x) {
   float amax = 0.0f;
   for (int i = 0; i < 32; i++) {
     const float a = std::fabs(x[i]);
     if (!(a < INFINITY)) {
       std::memset(q, 0, 32);
-      *d = *e = NAN;
+      *d = *e = h[0] = h[1] = NAN;
       return;
     }
     amax = std::max(amax, a);
   }
   const float scale = amax / 127.0f;
   *d = scale;
-  int32_t sum = 0;
+  int32_t sums[2] = {0, 0};  // of values 0..15 and 16..31
   for (int i = 0; i < 32; i++) {
     q[i] = scale == 0.0f ? 0 : static_cast<int8_t>(std::nearbyint(std::min(std::max(x[i] / scale, -127.0f), 127.0f)));
-    sum += q[i];
+    sums[i / 16] += q[i];
   }
-  *e = scale * static_cast<float>(sum);
+  *e = scale * static_cast<float>(sums[0] + sums[1]);
+  h[0] = scale * static_cast<float>(sums[0]);
+  h[1] = scale * static_cast<float>(sums[1]);
 }

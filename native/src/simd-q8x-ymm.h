@@ -74,10 +74,11 @@ static inline float q8Sum(Q8Acc a) {
   const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
   return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
 }
-// 32 values of x: d = max |x| / 127, q = each x / d rounded to the nearest integer (ties to even), within ±127, and
-// e = d · (the sum of the q), rounded once; a block of zeros (or so small that d rounds to 0) gets d = 0, q = 0 and
-// e = 0; one with an infinity or NaN gets d = e = NaN and q = 0, so every product over it is NaN
-static inline void q8QuantizeBlock(int8_t* q, float* d, float* e, const float* x) {
+// 32 values of x: d = max |x| / 127, q = each x / d rounded to the nearest integer (ties to even), within ±127,
+// e = d · (the sum of the q) and h[k] = d · (the sum of half k's q), each rounded once; a block of zeros (or so small
+// that d rounds to 0) gets d = 0, q = 0 and e = h = 0; one with an infinity or NaN gets d = e = h = NaN and q = 0, so
+// every product over it is NaN
+static inline void q8QuantizeBlock(int8_t* q, float* d, float* e, float* h, const float* x) {
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 v[4];
   __m256 amax = _mm256_setzero_ps();
@@ -90,7 +91,7 @@ static inline void q8QuantizeBlock(int8_t* q, float* d, float* e, const float* x
   }
   if (_mm256_movemask_ps(finite) != 0xff) {
     std::memset(q, 0, 32);
-    *d = *e = NAN;
+    *d = *e = h[0] = h[1] = NAN;
     return;
   }
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
@@ -100,7 +101,7 @@ static inline void q8QuantizeBlock(int8_t* q, float* d, float* e, const float* x
   *d = scale;
   if (scale == 0.0f) {
     std::memset(q, 0, 32);
-    *e = 0.0f;
+    *e = h[0] = h[1] = 0.0f;
     return;
   }
   __m256i n[4];
@@ -108,11 +109,18 @@ static inline void q8QuantizeBlock(int8_t* q, float* d, float* e, const float* x
     const __m256 r = _mm256_div_ps(v[i], _mm256_set1_ps(scale));
     n[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f)));
   }
-  const __m256i sums = _mm256_add_epi32(_mm256_add_epi32(n[0], n[1]), _mm256_add_epi32(n[2], n[3]));
-  __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
-  sum = _mm_add_epi32(sum, _mm_unpackhi_epi64(sum, sum));
-  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 1));
-  *e = scale * static_cast<float>(_mm_cvtsi128_si32(sum));
+  // the halves' sums: 128-bit lane 0 of s sums values 0..15, lane 1 values 16..31
+  const __m256i low16 = _mm256_add_epi32(n[0], n[1]);
+  const __m256i high16 = _mm256_add_epi32(n[2], n[3]);
+  __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(low16, high16, 0x20),
+                               _mm256_permute2x128_si256(low16, high16, 0x31));
+  s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4e));
+  s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xb1));
+  const int32_t low = _mm256_cvtsi256_si32(s);
+  const int32_t high = _mm256_extract_epi32(s, 4);
+  *e = scale * static_cast<float>(low + high);
+  h[0] = scale * static_cast<float>(low);
+  h[1] = scale * static_cast<float>(high);
   // packs interleave the 128-bit halves: the permutation puts the 32 bytes back in order
   const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),

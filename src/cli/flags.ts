@@ -46,7 +46,7 @@ export function widensQ5_0(o: { keepQ50?: boolean | undefined; q8Activations?: b
 
 /** `--q8-activations`' help, here and on `kvfence generate` */
 export const Q8_ACTIVATIONS_HELP =
-  "products with quantized weights (every type but Q2_K) on activations rounded to 8-bit blocks, llama.cpp's arithmetic: faster " +
+  "products with quantized weights on activations rounded to 8-bit blocks, llama.cpp's arithmetic: faster " +
   'decode, no longer the f32 products; Q5_0 stays as stored (native backend only; docs/native.md)';
 
 const FLAGS: readonly Flag[] = [

@@ -17,7 +17,7 @@ export interface EngineThreadData {
   /** keep Q5_0 weights as Q8_0 blocks of the same values (load-model.ts; default true, `--keep-q5-0` false) */
   widenQ5_0?: boolean | undefined;
   /**
-   * round activations to 8-bit blocks for quantized products but Q2_K's (native-backend.ts; default
+   * round activations to 8-bit blocks for quantized products (native-backend.ts; default
    * false, `--q8-activations` true)
    */
   q8Activations?: boolean | undefined;

@@ -172,7 +172,7 @@ export interface NativeBackendOptions {
   /** the .node file (default: DEFAULT_ADDON_PATH) */
   addonPath?: string;
   /**
-   * Products with quantized weights (every type but Q2_K) round each row of x to 8-bit blocks first and multiply
+   * Products with quantized weights round each row of x to 8-bit blocks first and multiply
    * integers, as llama.cpp does (docs/native.md, "Q8 activations"): faster, and no longer the f32 products the
    * reference computes. Default off.
    */

@@ -19,7 +19,7 @@ const IN_32 = 576; // the 32-value blocks' rows: 18 blocks, two groups of 8 and 
 const OUT = 40; // not a multiple of any tile's outputs
 const ROWS = 7;
 const random = new SeededRandom(8);
-type Q8Type = 'q8_0' | 'q5_0' | 'q4_0' | 'q4_1' | 'q5_1' | 'q3_k' | 'q4_k' | 'q5_k' | 'q6_k';
+type Q8Type = 'q8_0' | 'q5_0' | 'q4_0' | 'q4_1' | 'q5_1' | 'q2_k' | 'q3_k' | 'q4_k' | 'q5_k' | 'q6_k';
 // random quants (Q8_0's −128 included), group scales and mins, and f16 scales from subnormal to 65,504
 const randomWeights = (dtype: Q8Type, inDim = isKQuant(dtype) ? IN : IN_32): WeightMatrix => ({
   name: dtype,
@@ -80,7 +80,7 @@ const plain = nativeBackendForTest();
 after(() => plain.close());
 
 test('Q8 activations: each product is the written-out arithmetic, bit for bit, on every instruction set, thread count and batch', () => {
-  const types = ['q8_0', 'q5_0', 'q4_0', 'q4_1', 'q5_1', 'q3_k', 'q4_k', 'q5_k', 'q6_k'] as const;
+  const types = ['q8_0', 'q5_0', 'q4_0', 'q4_1', 'q5_1', 'q2_k', 'q3_k', 'q4_k', 'q5_k', 'q6_k'] as const;
   for (const w of types.map((dtype) => randomWeights(dtype))) {
     const want = expected(w);
     const x = xOf.get(w.inDim)!;
@@ -181,8 +181,8 @@ test('Q8 activations: a Q5_0 model gives the same bits as stored and widened int
   }
 });
 
-// Q3_K_M's mix at this shape: Q3_K, Q4_K, Q5_K and Q6_K
-for (const dtype of ['q8_0', 'q4_k_m', 'q3_k_m'] as const)
+// the mixes at this shape: Q3_K_M's Q3_K, Q4_K, Q5_K and Q6_K; Q2_K_S's Q2_K and Q6_K
+for (const dtype of ['q8_0', 'q4_k_m', 'q3_k_m', 'q2_k_s'] as const)
   test(`Q8 activations through the forward pass (${dtype}): every instruction set and thread count, chunked prefill, the same bits`, () => {
     const model = loadTestModel({ preset: 'small', arch: 'llama', dtype, seed: 40 });
     const prompt = promptOf(model, 40, 2);

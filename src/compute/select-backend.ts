@@ -15,7 +15,7 @@ export type BackendPreference = (typeof BACKEND_PREFERENCES)[number];
 const Q8_NEEDS_NATIVE = 'Q8 activations (--q8-activations) need the native backend';
 /** Said once at start where the mode is on: its results are not the f32 products the default computes. */
 const Q8_ON =
-  "kvfence: quantized products (every type but Q2_K) on Q8 activations (--q8-activations): llama.cpp's arithmetic, not the f32 products";
+  "kvfence: quantized products on Q8 activations (--q8-activations): llama.cpp's arithmetic, not the f32 products";
 
 export function selectBackend(
   preference: BackendPreference,

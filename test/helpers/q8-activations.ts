@@ -41,11 +41,13 @@ function roundTiesToEven(v: number): number {
   return r - v === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
-/** x as Q8 blocks of 32: the quants, each block's scale d and d · (the sum of its quants). */
+/** x as Q8 blocks of 32: the quants, each block's scale d and d · (the sum of its quants), and d · (the sum of each
+ * 16-value half's quants) as h. */
 export interface Q8Row {
   q: Int8Array;
   d: Float32Array;
   e: Float32Array;
+  h: Float32Array;
 }
 
 /** One row of x (a multiple of 32 values) as Q8 blocks. */
@@ -53,23 +55,26 @@ export function quantizeRowQ8(x: Float32Array): Q8Row {
   const q = new Int8Array(x.length);
   const d = new Float32Array(x.length / 32);
   const e = new Float32Array(x.length / 32);
+  const h = new Float32Array(x.length / 16);
   for (let b = 0; b < d.length; b++) {
     const block = x.subarray(32 * b, 32 * b + 32);
     if (block.some((v) => !Number.isFinite(v))) {
-      d[b] = e[b] = Number.NaN;
+      d[b] = e[b] = h[2 * b] = h[2 * b + 1] = Number.NaN;
       continue;
     }
     const scale = f32(block.reduce((m, v) => Math.max(m, Math.abs(v)), 0) / 127);
     d[b] = scale;
     if (scale === 0) continue;
-    let sum = 0;
+    const sums = [0, 0];
     for (let i = 0; i < 32; i++) {
       q[32 * b + i] = roundTiesToEven(Math.min(Math.max(f32(block[i]! / scale), -127), 127));
-      sum += q[32 * b + i]!;
+      sums[i >> 4] += q[32 * b + i]!;
     }
-    e[b] = f32(scale * sum);
+    e[b] = f32(scale * (sums[0]! + sums[1]!));
+    h[2 * b] = f32(scale * sums[0]!);
+    h[2 * b + 1] = f32(scale * sums[1]!);
   }
-  return { q, d, e };
+  return { q, d, e, h };
 }
 
 /** ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), in f32. */
@@ -137,12 +142,24 @@ export function q8Product(x: Q8Row, w: Uint8Array, inDim: number, o: number, dty
 
 /**
  * A K-quant block of 256 values, read from ggml's layout (ggml-common.h) by value index: its integer quants, each
- * value's group scale d · sc and (Q4_K, Q5_K) each 32-value sub-block's min dmin · m, all exact in f32.
+ * value's group scale d · sc and (Q2_K, Q4_K, Q5_K) each group's min dmin · m, all exact in f32.
  */
 interface KBlock {
   quant(y: number): number;
   scale(y: number): number;
-  min(sub: number): number;
+  min(group: number): number;
+}
+
+/** Q2_K: scales[16] (scale in the low nibble, min in the high one, a group of 16 each), qs[64], d, dmin. */
+function q2kBlock(view: DataView, at: number): KBlock {
+  const d = f16ToF32(view.getUint16(at + 80, true));
+  const dmin = f16ToF32(view.getUint16(at + 82, true));
+  return {
+    // y = 128 n + 32 k + l: bits 2k of qs[32 n + l]
+    quant: (y) => (view.getUint8(at + 16 + 32 * (y >> 7) + (y & 31)) >> (2 * ((y >> 5) & 3))) & 3,
+    scale: (y) => f32(d * (view.getUint8(at + (y >> 4)) & 15)),
+    min: (group) => f32(dmin * (view.getUint8(at + group) >> 4)),
+  };
 }
 
 function q6kBlock(view: DataView, at: number): KBlock {
@@ -206,11 +223,13 @@ function q3kBlock(view: DataView, at: number): KBlock {
   };
 }
 
+/** mins: how many values share a min (0: none) */
 const K_QUANTS = {
-  q3_k: { bytes: 110, read: q3kBlock, mins: false },
-  q4_k: { bytes: 144, read: q4kBlock, mins: true },
-  q5_k: { bytes: 176, read: q5kBlock, mins: true },
-  q6_k: { bytes: 210, read: q6kBlock, mins: false },
+  q2_k: { bytes: 84, read: q2kBlock, mins: 16 },
+  q3_k: { bytes: 110, read: q3kBlock, mins: 0 },
+  q4_k: { bytes: 144, read: q4kBlock, mins: 32 },
+  q5_k: { bytes: 176, read: q5kBlock, mins: 32 },
+  q6_k: { bytes: 210, read: q6kBlock, mins: 0 },
 } as const;
 export type KQuant = keyof typeof K_QUANTS;
 export const isKQuant = (dtype: string): dtype is KQuant => dtype in K_QUANTS;
@@ -234,7 +253,11 @@ export function q8ProductK(x: Q8Row, w: Uint8Array, dtype: KQuant, inDim: number
         b,
       );
     }
-    if (mins) for (let l = 0; l < 8; l++) lanes[l] = fmaF32(-block.min(l), x.e[8 * kb + l]!, lanes[l]!);
+    // the mins, 8 groups at a time: lane l subtracts group g + l's min times x's scaled sum of those values
+    const groups = mins === 0 ? 0 : 256 / mins;
+    const sums = mins === 16 ? x.h : x.e;
+    for (let g = 0; g < groups; g += 8)
+      for (let l = 0; l < 8; l++) lanes[l] = fmaF32(-block.min(g + l), sums[groups * kb + g + l]!, lanes[l]!);
   }
   return laneTree(lanes);
 }
