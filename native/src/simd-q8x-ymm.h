@@ -30,6 +30,8 @@ static inline Q8W q8LoadW(const uint8_t* block) {
   // Q5_1: the nibbles plus 16 where the fifth bit is set
   return q8WOf(_mm256_or_si256(nibbles32(block + 8), _mm256_and_si256(spreadBits(block + 4), splat8(0x10))));
 }
+// a Q4_0 block's nibbles, its quants before the − 8 (q8x-body.inc)
+static inline Q8W q8LoadNibbles(const uint8_t* block) { return q8WOf(nibbles32(block + 2)); }
 // a K-quant's 32 quants of a chunk, as its BlockFormat assembles them
 static inline Q8W q8WOfQ32(Q32 quants) { return q8WOf(q32Bytes(quants)); }
 // 32 quants as bytes (a prepared K-quant block, q8x-body.inc)
@@ -67,6 +69,18 @@ static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, Q8Scale s) {
   const __m256i pairs = kUnsigned ? _mm256_maddubs_epi16(w.q, x) : _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.q));
   const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
   return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(quads), acc);
+}
+// 8 times the sum of x's quants 4l .. 4l + 3 in lane l (vpmaddubsw by ones, vpmaddwd, a shift: exact), which a Q4_0
+// tile subtracts (q8DotNibbles)
+using Q8XSums = __m256i;
+static inline Q8XSums q8XSums8(Q8X x) {
+  const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(splat8(1), x), _mm256_set1_epi16(1));
+  return _mm256_slli_epi32(quads, 3);
+}
+// q8Dot for a Q4_0 block's nibbles u = w + 8: Σ u·q − 8·Σ q, the same integer as Σ w·q, without vpabsb and vpsignb
+static inline Q8Acc q8DotNibbles(Q8Acc acc, Q8X x, const Q8W& u, Q8XSums cx, Q8Scale s) {
+  const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(u.q, x), _mm256_set1_epi16(1));
+  return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(_mm256_sub_epi32(quads, cx)), acc);
 }
 // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
 static inline float q8Sum(Q8Acc a) {
