@@ -34,11 +34,7 @@ static inline Q8W q8LoadW(const uint8_t* block) {
     return q8WOfQ32(BlockFormat<T>::quants(block, 0));
 }
 // a Q4_0 block's nibbles, its quants before the − 8 (q8x-body.inc)
-static inline Q8W q8LoadNibbles(const uint8_t* block) {
-  Q8W w = q8LoadW<WeightType::q4_0>(block);
-  for (int8_t& q : w.q) q = static_cast<int8_t>(q + 8);
-  return w;
-}
+static inline Q8W q8LoadNibbles(const uint8_t* block) { return q8WOfQ32(q32Nibbles(block + 2)); }
 static inline Q8Scale q8Splat(float s) { return {{s, s, s, s, s, s, s, s}}; }
 static inline Q8Scale q8ScaleX(float d) { return q8Splat(d); }
 static inline Q8Scale q8WeightScale(const uint8_t* block) {
@@ -71,30 +67,29 @@ static inline Q8Acc q8SubMins(Q8Acc acc, const float* m, const float* e) {
   for (int l = 0; l < 8; l++) acc.l[l] = std::fma(-mins[l], e[l], acc.l[l]);
   return acc;
 }
-template <bool kUnsigned>  // the same integers either way
-static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, const Q8Scale& s) {
+struct Q8XSums {
+  int32_t l[8];
+};
+// lane l: acc + s · (the sum of w[j] · x[j] for j in 4l .. 4l + 3, less minus[l]), one fused multiply-add
+static inline Q8Acc q8LaneDots(Q8Acc acc, Q8X x, const Q8W& w, const Q8XSums& minus, const Q8Scale& s) {
   for (int l = 0; l < 8; l++) {
-    int32_t sum = 0;
+    int32_t sum = -minus.l[l];
     for (int j = 4 * l; j < 4 * l + 4; j++) sum += int32_t{w.q[j]} * int32_t{x[j]};
     acc.l[l] = std::fma(s.l[l], static_cast<float>(sum), acc.l[l]);
   }
   return acc;
 }
-struct Q8XSums {
-  int32_t l[8];
-};
+template <bool kUnsigned>  // the same integers either way
+static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, const Q8Scale& s) {
+  return q8LaneDots(acc, x, w, Q8XSums{}, s);
+}
 static inline Q8XSums q8XSums8(Q8X x) {
   Q8XSums c;
   for (int l = 0; l < 8; l++) c.l[l] = 8 * (int32_t{x[4 * l]} + x[4 * l + 1] + x[4 * l + 2] + x[4 * l + 3]);
   return c;
 }
 static inline Q8Acc q8DotNibbles(Q8Acc acc, Q8X x, const Q8W& u, const Q8XSums& cx, const Q8Scale& s) {
-  for (int l = 0; l < 8; l++) {
-    int32_t sum = -cx.l[l];
-    for (int j = 4 * l; j < 4 * l + 4; j++) sum += int32_t{u.q[j]} * int32_t{x[j]};
-    acc.l[l] = std::fma(s.l[l], static_cast<float>(sum), acc.l[l]);
-  }
-  return acc;
+  return q8LaneDots(acc, x, u, cx, s);
 }
 static inline float q8Sum(const Q8Acc& a) {
   const float* l = a.l;

@@ -61,26 +61,25 @@ static inline void q8StoreScales(float* p, Q8Scale s) { _mm256_storeu_ps(p, s); 
 static inline Q8Acc q8SubMins(Q8Acc acc, const float* m, const float* e) {
   return _mm256_fnmadd_ps(_mm256_loadu_ps(m), _mm256_loadu_ps(e), acc);
 }
+// lane l: the sum of a[j] · b[j] for j in 4l .. 4l + 3, a unsigned and b signed bytes (vpmaddubsw, then vpmaddwd by
+// ones; exact where each pair's sum fits an int16)
+static inline __m256i q8Quads(__m256i a, __m256i b) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1));
+}
 // acc + s · (the block's 8 partial sums of w · x), one fused multiply-add a lane. vpsignb moves w's sign onto x (x
 // never holds −128, so that never overflows) and zeroes x where w is 0; weights that are never negative
 // (kUnsigned: at most 31) multiply x as they are.
 template <bool kUnsigned>
 static inline Q8Acc q8Dot(Q8Acc acc, Q8X x, const Q8W& w, Q8Scale s) {
-  const __m256i pairs = kUnsigned ? _mm256_maddubs_epi16(w.q, x) : _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(x, w.q));
-  const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  const __m256i quads = kUnsigned ? q8Quads(w.q, x) : q8Quads(w.abs, _mm256_sign_epi8(x, w.q));
   return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(quads), acc);
 }
-// 8 times the sum of x's quants 4l .. 4l + 3 in lane l (vpmaddubsw by ones, vpmaddwd, a shift: exact), which a Q4_0
-// tile subtracts (q8DotNibbles)
+// 8 times the sum of x's quants 4l .. 4l + 3 in lane l (exact), which a Q4_0 tile subtracts (q8DotNibbles)
 using Q8XSums = __m256i;
-static inline Q8XSums q8XSums8(Q8X x) {
-  const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(splat8(1), x), _mm256_set1_epi16(1));
-  return _mm256_slli_epi32(quads, 3);
-}
+static inline Q8XSums q8XSums8(Q8X x) { return _mm256_slli_epi32(q8Quads(splat8(1), x), 3); }
 // q8Dot for a Q4_0 block's nibbles u = w + 8: Σ u·q − 8·Σ q, the same integer as Σ w·q, without vpabsb and vpsignb
 static inline Q8Acc q8DotNibbles(Q8Acc acc, Q8X x, const Q8W& u, Q8XSums cx, Q8Scale s) {
-  const __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(u.q, x), _mm256_set1_epi16(1));
-  return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(_mm256_sub_epi32(quads, cx)), acc);
+  return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(_mm256_sub_epi32(q8Quads(u.q, x), cx)), acc);
 }
 // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
 static inline float q8Sum(Q8Acc a) {
